@@ -1,0 +1,283 @@
+"""Grader building blocks: Case, Test, plain-data observations, judging.
+
+A Case has two halves:
+
+    probe(ns) -> observation   runs the student's code (ns = their namespace);
+                               must return plain data (see `to_plain`)
+    judge(observation) -> None raises Fail(message, expected=, got=, hint=)
+
+The split is what lets the standalone harness run the probe in a child process
+and the judge in the parent. Probes never see expected values.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import traceback
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Callable
+
+import torch
+
+
+class Fail(Exception):
+    """A case's judgement: what was expected, what came back, what to try."""
+
+    def __init__(self, message: str, *, expected: Any = None, got: Any = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.expected = expected
+        self.got = got
+        self.hint = hint
+
+
+class NotPlain(TypeError):
+    """The student's code returned something that is not plain data."""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    points: float
+    probe: Callable[[dict], Any]
+    judge: Callable[[Any], None]
+    visible: bool = False
+    fixture: str | None = None
+    hint: str | None = None          # default hint when the probe itself raises
+
+
+@dataclass(frozen=True)
+class Test:
+    lab: str
+    name: str            # equals the nbgrader grade_id of the test cell that runs it
+    description: str
+    cases: tuple[Case, ...]
+
+    @property
+    def points(self) -> float:
+        return float(sum(c.points for c in self.cases))
+
+    def visible_cases(self) -> tuple[Case, ...]:
+        return tuple(c for c in self.cases if c.visible)
+
+
+@dataclass
+class CaseResult:
+    name: str
+    points: float
+    max_points: float
+    passed: bool
+    visible: bool
+    fixture: str | None = None
+    message: str = ""
+    expected: Any = None
+    got: Any = None
+    hint: str | None = None
+
+
+@dataclass
+class TestResult:
+    lab: str
+    name: str
+    description: str
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return round(float(sum(c.points for c in self.cases)), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(float(sum(c.max_points for c in self.cases)), 4)
+
+    def first_failure(self) -> CaseResult | None:
+        return next((c for c in self.cases if not c.passed), None)
+
+    def to_dict(self) -> dict:
+        return {"lab": self.lab, "name": self.name, "description": self.description,
+                "score": self.score, "max_score": self.max_score,
+                "cases": [asdict(c) for c in self.cases]}
+
+
+# ---------------------------------------------------------------- plain data
+
+TENSOR_TAG = "__tensor__"
+
+
+def to_plain(obj: Any, _depth: int = 0) -> Any:
+    """Convert an observation to plain data: None, bool, int, float, str, lists,
+    dicts with str keys, and tensors as {"__tensor__": True, dtype, shape, data}.
+
+    Only exact built-in types pass: an int subclass whose __eq__ always answers
+    True is refused here, so it cannot fool a judge.
+    """
+    if _depth > 20:
+        raise NotPlain("the returned value is nested more than 20 levels deep")
+    t = type(obj)
+    if obj is None or t in (bool, int, str):
+        return obj
+    if t is float:
+        return obj
+    if isinstance(obj, Enum) and t.__module__.startswith("course"):
+        return str(obj.value)
+    if t in (list, tuple):
+        return [to_plain(x, _depth + 1) for x in obj]
+    if t is dict:
+        out = {}
+        for k, v in obj.items():
+            if type(k) is not str:
+                raise NotPlain(f"dict keys must be str, got a key of type {type(k).__name__}")
+            out[k] = to_plain(v, _depth + 1)
+        return out
+    if t is torch.Tensor or t is torch.nn.Parameter:
+        x = torch.Tensor.detach(obj).to("cpu")
+        return {TENSOR_TAG: True, "dtype": str(x.dtype).replace("torch.", ""),
+                "shape": list(x.shape), "data": torch.Tensor.tolist(x)}
+    if t.__module__ == "numpy" and hasattr(obj, "item") and getattr(obj, "shape", None) == ():
+        return to_plain(obj.item(), _depth + 1)
+    if isinstance(obj, (int, float, str, list, tuple, dict, torch.Tensor)):
+        raise NotPlain(f"returned a subclass of {t.__mro__[1].__name__} ({t.__name__}); return the plain type")
+    raise NotPlain(f"returned an object of type {t.__name__}, which the grader cannot read")
+
+
+def is_tensor(plain: Any) -> bool:
+    return isinstance(plain, dict) and plain.get(TENSOR_TAG) is True
+
+
+def as_tensor(plain: Any, what: str = "the result") -> torch.Tensor:
+    """Rebuild a tensor from its plain form (or from a plain list/number)."""
+    if is_tensor(plain):
+        dtype = getattr(torch, plain["dtype"], None)
+        if not isinstance(dtype, torch.dtype):
+            raise Fail(f"{what} has an unknown dtype {plain['dtype']!r}", got=plain["dtype"])
+        x = torch.tensor(plain["data"], dtype=dtype)
+        return x.reshape(plain["shape"])
+    if isinstance(plain, (list, int, float)) and not isinstance(plain, bool):
+        return torch.tensor(plain)
+    raise Fail(f"{what} should be a tensor, got {describe(plain)}", got=describe(plain))
+
+
+def describe(plain: Any) -> str:
+    """A short human description of a plain observation, for messages."""
+    if is_tensor(plain):
+        return f"tensor(shape={tuple(plain['shape'])}, dtype={plain['dtype']})"
+    if isinstance(plain, dict) and "__raised__" in plain:
+        return f"{plain['__raised__']}: {plain['message']}"
+    text = repr(plain)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def raised(exc: BaseException) -> dict:
+    """The plain record of an exception the student's code raised, for judges
+    that expect (or forbid) one."""
+    return {"__raised__": type(exc).__name__, "message": str(exc)[:500],
+            "is_value_error": isinstance(exc, ValueError)}
+
+
+def is_raised(plain: Any) -> bool:
+    return isinstance(plain, dict) and "__raised__" in plain
+
+
+# ---------------------------------------------------------------- judging helpers
+
+def close(got: torch.Tensor, expected: torch.Tensor, *, atol=1e-5, rtol=1e-5, what="the result", hint=None):
+    """Raise Fail unless `got` matches `expected` in shape and values (NaN == NaN)."""
+    if tuple(got.shape) != tuple(expected.shape):
+        raise Fail(f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}",
+                   expected=list(expected.shape), got=list(got.shape), hint=hint)
+    g, e = got.double(), expected.double()
+    if not torch.allclose(g, e, atol=atol, rtol=rtol, equal_nan=True):
+        diff = (g - e).abs().nan_to_num(nan=math.inf)
+        idx = int(diff.argmax())
+        raise Fail(f"{what} differs from the expected value (largest difference at flat index {idx})",
+                   expected=_short(e.flatten()[idx]), got=_short(g.flatten()[idx]), hint=hint)
+
+
+def _short(x: torch.Tensor):
+    v = float(x)
+    return v if math.isfinite(v) else str(v)
+
+
+# ---------------------------------------------------------------- running in-process
+
+def run_case(case: Case, ns: dict) -> CaseResult:
+    """Probe and judge in this process (the nbgrader in-kernel harness, and tests)."""
+    try:
+        obs = to_plain(case.probe(ns))
+    except Fail as f:  # a probe may fail early, e.g. a function is missing
+        return _failed(case, f.message, f.expected, f.got, f.hint or case.hint)
+    except NotPlain as e:
+        return _failed(case, f"your function {e}", hint="Return plain Python values or torch tensors.")
+    except NotImplementedError:
+        return _failed(case, "not implemented yet (the stub still raises NotImplementedError)",
+                       hint="Replace `raise NotImplementedError()` with your solution.")
+    except Exception as e:  # the student's code raised where it should not
+        where = _student_frame(e)
+        return _failed(case, f"your code raised {type(e).__name__}: {e}{where}", hint=case.hint)
+    return judge_case(case, obs)
+
+
+def judge_case(case: Case, obs: Any) -> CaseResult:
+    """Judge a plain observation (in whichever process holds the expected values)."""
+    try:
+        case.judge(obs)
+    except Fail as f:
+        return _failed(case, f.message, f.expected, f.got, f.hint or case.hint)
+    except Exception as e:  # a judge that breaks on strange data still gives a verdict
+        return _failed(case, f"the result could not be checked ({type(e).__name__}: {e})",
+                       got=describe(obs), hint=case.hint)
+    return CaseResult(case.name, case.points, case.points, True, case.visible, case.fixture)
+
+
+def _failed(case, message, expected=None, got=None, hint=None) -> CaseResult:
+    return CaseResult(case.name, 0.0, case.points, False, case.visible, case.fixture,
+                      message, expected, got, hint)
+
+
+def _student_frame(exc: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "autograder" not in f.filename and "site-packages" not in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at line {f.lineno}: {f.line})" if f.line else ""
+
+
+def run_test(test: Test, ns: dict, *, visible_only: bool = False) -> TestResult:
+    result = TestResult(test.lab, test.name, test.description)
+    for case in (test.visible_cases() if visible_only else test.cases):
+        result.cases.append(run_case(case, ns))
+    return result
+
+
+# ---------------------------------------------------------------- registry
+
+def labs() -> list[str]:
+    """Labs that have graders (modules autograder/graders/labNN.py)."""
+    from . import graders
+    return sorted(m.name for m in pkgutil.iter_modules(graders.__path__) if m.name.startswith("lab"))
+
+
+def get_tests(lab: str) -> dict[str, Test]:
+    """The graded tests of `lab`, by name."""
+    if lab not in labs():
+        raise ValueError(f"`lab` must be one of {', '.join(labs())}, got {lab!r}.")
+    module = importlib.import_module(f"autograder.graders.{lab}")
+    tests = {t.name: t for t in module.TESTS}
+    if len(tests) != len(module.TESTS):
+        raise RuntimeError(f"duplicate test names in autograder.graders.{lab}")
+    return tests
+
+
+def function(ns: dict, name: str):
+    """The student's function `name` from their namespace, or a clear Fail."""
+    fn = ns.get(name)
+    if fn is None:
+        raise Fail(f"no function named `{name}` was found",
+                   hint=f"Keep the name `{name}` from the stub; the grader calls it by name.")
+    if not callable(fn):
+        raise Fail(f"`{name}` is a {type(fn).__name__}, not a function",
+                   hint=f"Define `{name}` with `def` as in the stub.")
+    return fn

@@ -1,0 +1,1 @@
+"""One module per lab: TESTS, a list of autograder.core.Test."""
