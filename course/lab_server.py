@@ -23,6 +23,8 @@ def argv(port: int = 8888, ip: str = "127.0.0.1", token: str | None = None, brow
            f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0" if port else "--ServerApp.port_retries=50",
            f"--ServerApp.open_browser={'True' if browser else 'False'}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--ServerApp.allow_root=True")  # containers and CI often run as root
     if token is not None:
         cmd.append(f"--IdentityProvider.token={token}")
     return cmd
