@@ -109,7 +109,7 @@ SPECS = [
     {"fixture": "eos_at_step_3", "params": {"max_tokens": 8}, "inject": {"nan_at": 1}},    # error
     {"fixture": "content_filter_banned_word", "params": {"max_tokens": 16},
      "inject": {"banned_words": ["swordfish"]}},                                        # content_filter
-    {"fixture": "stop_string_3_tokens", "params": {"max_tokens": 4}, "seed": 3},        # length, sampled
+    {"fixture": "sampled_coin_flips", "params": {"max_tokens": 6}, "seed": 3},          # length, sampled
 ]
 
 
@@ -124,6 +124,8 @@ def test_failure_log_holds_every_abnormal_ending_and_replays_it(tmp_path):
         rec = json.loads(line)
         for key in ("fixture", "prompt_ids", "params", "seed", "inject", "raw_output", "finish_reason"):
             assert key in rec
+    seeded = saved[-1]  # sampled: its tokens depend on the seed, so the seed must be in the record
+    assert seeded["seed"] == 3 and seeded["tokens"] != run_spec({**SPECS[-1], "seed": None}).tokens
     for rec in saved:
         again = replay(rec)
         assert (again.tokens, again.text, str(again.finish_reason), again.raw_output) == \

@@ -781,7 +781,7 @@ FAILURE_SPECS = [
     S("eos_at_step_3", {"nan_at": 1}, max_tokens=8),                               # error
     S("content_filter_banned_word", {"banned_words": ["swordfish"]}, max_tokens=16),  # content_filter
     S("stop_string_2_tokens", max_tokens=16, stop=["###"]),                        # stop: not logged
-    S("stop_string_3_tokens", seed=3, max_tokens=4),                               # length, sampled
+    S("sampled_coin_flips", seed=3, max_tokens=6),                                 # length, sampled
     S("json_tool_call_ok", {"banned_token_ids": [course.load_fixture("json_tool_call_ok").token_id("Paris")]},
       max_tokens=32),                                                              # content_filter by id
 ]
@@ -878,10 +878,10 @@ def judge_only_abnormal(obs):
 def judge_record_fields(obs):
     _log_ok(obs)
     for (spec, exp), rec in zip(_abnormal(), obs["saved"]):
-        missing = [k for k in ("fixture", "prompt_ids", "params", "seed", "inject", "tokens", "text", "raw_output",
-                               "finish_reason") if k not in rec]
+        needed = ["fixture", "prompt_ids", "params", "seed", "inject", "tokens", "text", "raw_output", "finish_reason"]
+        missing = [k for k in needed if k not in rec]
         if missing:
-            raise Fail(f"a saved record lacks {missing}", got=sorted(rec),
+            raise Fail(f"a saved record lacks {missing}", expected=needed, got=sorted(rec),
                        hint="Save the whole spec (fixture, prompt_ids, params, seed, inject) plus the outcome.")
         fx = course.load_fixture(spec["fixture"])
         checks = {"fixture": (rec["fixture"], spec["fixture"]), "prompt_ids": (rec["prompt_ids"], list(fx.prompt_ids)),

@@ -2,7 +2,9 @@
 and tool calls that break their schema, name a forbidden tool, or are cut mid-number."""
 from __future__ import annotations
 
-from fixture_lib import scripted
+import random
+
+from fixture_lib import EOS, fixture, scripted
 
 
 def _call(tool, args_pieces):
@@ -17,7 +19,19 @@ BAD_JSON = _call("get_weather", WEATHER + ["Paris", '",', "}"])            # tra
 DELETE = _call("delete_file", ['"', "path", '":', ' "', "notes.txt", '"}'])
 TRANSFER = _call("transfer", ['"', "to", '":', ' "', "alice", '",', ' "', "amount", '":', " 10", "00", "}"])
 
+def _coin_flips():
+    # Near-equal ' heads' / ' tails' at every step, EOS very unlikely: a sampled run depends
+    # on its seed, so replaying it without the seed gives different tokens.
+    rng = random.Random(49)
+    vocab = [EOS, "<prompt>", " heads", " tails"]
+    steps = [[-8.0, -8.0, rng.gauss(0.0, 0.3), rng.gauss(0.0, 0.3)] for _ in range(8)]
+    return fixture("sampled_coin_flips", "Eight near-fair ' heads'/' tails' steps: sampled runs depend on the seed.",
+                   ["sampling", "replay", "seed"], vocab, steps, eos_token_id=0, prompt_ids=[1],
+                   params={"max_tokens": 6})
+
+
 FIXTURES = [
+    _coin_flips(),
     scripted("content_filter_banned_word", "The banned word ' swordfish' arrives as one token at step 3.",
              ["content_filter", "finish_reason"], [" The", " password", " is", " swordfish", "."], seed=40,
              extra_vocab=[" hidden"], params={"max_tokens": 16, "banned_words": ["swordfish"]}),
