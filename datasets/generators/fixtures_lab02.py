@@ -39,7 +39,7 @@ def json_bracket_risk():
         row = [rng.gauss(-4.0, 0.6) for _ in vocab]  # background: far below the target
         row[ix(piece)] = 5.0
         if piece == "Paris":        # harmless alternatives: still valid JSON, more diversity
-            row[ix("London")] = 3.6
+            row[ix("London")] = 4.2
             row[ix("Rome")] = 2.8
         if piece == '"}':           # a wrong bracket: '"]' breaks the JSON
             row[ix('"]')] = 3.4

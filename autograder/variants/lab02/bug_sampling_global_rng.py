@@ -1,0 +1,15 @@
+"""Calls torch.multinomial without the generator: the draw comes from the global RNG, so
+the same seed does not give the same tokens and other code's random calls change them."""
+import torch
+
+from autograder.reference.lab02 import filter_logits, top_k_filter, top_p_filter  # noqa: F401
+
+EXPECT_FAIL = {"sampling_uses_generator": ["same_seed_same_tokens", "generator_state_advances",
+                                           "global_rng_not_used"]}
+
+
+def sample_token(logits, generator):
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"`generator` must be a torch.Generator, got {generator!r}.")
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1)[:, 0]     # BUG: generator=generator is missing
