@@ -842,7 +842,7 @@ TESTS = [
         Case("different_seeds_differ", 1, _probe_seeds_differ, _judge_seeds_differ, fixture="eos_or_length",
              hint=SEED_HINT),
     )),
-    Test(LAB, "best_temperature_for_token", "the most probability any listed temperature gives one token", (
+    Test(LAB, "best_temperature_is_found", "the most probability any listed temperature gives one token", (
         _best_case("low_ranked_answer", "answer_ranked_low", CANBERRA, "Try every temperature in the list: "
                    "p = softmax(apply_temperature(logits, T))[token_id]; keep the largest (first on ties).",
                    visible=True),

@@ -2,7 +2,7 @@
 every T is reported at the largest T, not the first one listed."""
 from autograder.reference.lab01 import *  # noqa: F401,F403
 
-EXPECT_FAIL = {"best_temperature_for_token": ["masked_token_never_likely"]}
+EXPECT_FAIL = {"best_temperature_is_found": ["masked_token_never_likely"]}
 
 
 def best_temperature_for_token(logits, token_id, temperatures):
