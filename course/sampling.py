@@ -24,6 +24,11 @@ Where the course differs from transformers (same probabilities otherwise):
     probability rounds to 0. transformers turns those into -inf (same probabilities).
   * top_p must be in (0, 1]; transformers also accepts 0 (then keeps
     min_tokens_to_keep tokens) and says "< 1" in its message while accepting 1.
+  * float rounding right at the boundary: where the sum reaches top_p only "on paper"
+    (decimal probabilities float32 cannot store, e.g. 0.6 + 0.3 at top_p 0.9), the
+    course applies its rule to the float32 prefix sums and transformers applies its
+    rule (ascending sum <= 1 - top_p) to its own sums; they can differ by one token.
+    Powers of two (the top_p_exact_boundary fixture) are exact in both.
   * top-k keeps every token equal to the k-th largest value, exactly like
     transformers (and vLLM), so a tie at the k-th value can keep more than k tokens.
 """

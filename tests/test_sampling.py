@@ -82,6 +82,18 @@ def test_p_equal_one_keeps_every_logit_even_zero_probability_ones():
     torch.testing.assert_close(torch.softmax(out, -1), torch.softmax(theirs, -1))  # ... same probabilities
 
 
+def test_rounding_at_a_decimal_boundary_can_differ_from_transformers_by_one_token():
+    # The documented difference: float32 stores 0.6 as 0.59999996, below top_p = 0.6, so the
+    # course's rule (mass before < p) keeps a second token; transformers' ascending sum of
+    # the other three is 0.39999998 <= 1 - 0.6, so it keeps one.
+    x = torch.log(torch.tensor([[0.6, 0.3, 0.05, 0.05]]))
+    assert torch.softmax(x, -1)[0, 0].item() < 0.6
+    assert kept(S.top_p_filter(x, 0.6)[0]) == [0, 1]
+    assert kept(TopPLogitsWarper(0.6)(None, x.clone())[0]) == [0]
+    # with top_p clearly below the stored 0.59999996, the two agree again
+    assert kept(S.top_p_filter(x, 0.599)[0]) == kept(TopPLogitsWarper(0.599)(None, x.clone())[0]) == [0]
+
+
 def test_rows_of_a_batch_get_their_own_cutoff():
     rows = torch.stack([course.load_fixture("peaked").logits(0), course.load_fixture("flat").logits(0)])
     out = S.top_p_filter(rows, 0.8)
