@@ -32,42 +32,52 @@ CHI2_MIN_P_VALUE = 1e-6   # a correct sampler fails this for a given seed with p
 
 # ---------------------------------------------------------------- inputs (shared by probes and judges)
 
+def named(label, make):
+    """An input maker with a label for messages, e.g. "fixture 'flat'"."""
+    make.label = label
+    return make
+
+
 def fx(name, step=0):
-    return lambda: course.load_fixture(name).logits(step)
+    return named(f"fixture {name!r}", lambda: course.load_fixture(name).logits(step))
 
 
 def fx_all(name):
-    return lambda: course.load_fixture(name).logits()
+    return named(f"fixture {name!r} (all steps)", lambda: course.load_fixture(name).logits())
 
 
 def stack(*makers):
-    return lambda: torch.stack([m() for m in makers])
+    return named("a batch of " + " + ".join(m.label for m in makers),
+                 lambda: torch.stack([m() for m in makers]))
 
 
 def rand(seed, rows=16, vocab=40, scale=3.0):
     def make():
         g = torch.Generator().manual_seed(seed)
         return torch.randn(rows, vocab, generator=g) * scale
-    return make
+    return named(f"random ({rows}, {vocab}) logits, seed {seed}", make)
 
 
 def probs_log(*p):
-    return lambda: torch.log(torch.tensor(p, dtype=torch.float32))
+    return named(f"log of probabilities {list(p)}", lambda: torch.log(torch.tensor(p, dtype=torch.float32)))
 
 
 def const(values):
-    return lambda: torch.tensor(values, dtype=torch.float32)
+    return named(f"logits {values}", lambda: torch.tensor(values, dtype=torch.float32))
 
 
-def mapped(make, f):
-    return lambda: f(make())
+def mapped(make, f, label):
+    return named(label, lambda: f(make()))
 
 
-def long_tail_masked():
+def _long_tail_masked():
     """long_tail with all but its 5 most likely tokens already removed (-inf)."""
     x = course.load_fixture("long_tail").logits(0)
     rank = torch.argsort(torch.argsort(x, descending=True, stable=True))
     return x.masked_fill(rank >= 5, -math.inf)
+
+
+long_tail_masked = named("fixture 'long_tail' with all but 5 tokens at -inf", _long_tail_masked)
 
 
 # ---------------------------------------------------------------- probing
@@ -97,8 +107,8 @@ def _calls_probe(name, calls):
 
 
 def _label(make, kwargs):
-    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    return f"({args})" if args else ""
+    args = ", ".join([f"<{getattr(make, 'label', 'logits')}>"] + [f"{k}={v!r}" for k, v in kwargs.items()])
+    return f"({args})"
 
 
 def _ids(mask_row):
@@ -152,7 +162,8 @@ def check_filtered(obs, x, expected, *, call, hint, compare="values"):
                        hint=hint)
     if not obs["unchanged"]:
         raise Fail(f"{call} changed the logits tensor it was given",
-                   hint="Never modify the input in place (no masked_fill_, no `logits /= T`, no logits[...] = ...).")
+                   hint="Never modify the input in place: use masked_fill (not masked_fill_), logits / T "
+                        "(not logits /= T), and no logits[...] = ... assignments.")
     if obs["same_object"]:
         raise Fail(f"{call} returned the input tensor itself, not a new one",
                    hint="Return a new tensor (logits.clone() when nothing is removed), so callers can "
@@ -225,7 +236,7 @@ TOP_K = Test(LAB, "top_k_keeps_k_largest", "top_k_filter keeps the k largest log
                       "ValueError(f\"`top_k` must be an integer >= 1, got {top_k!r}.\")."),
     filter_case("input_not_modified_new_tensor", "top_k_filter",
                 [(fx("long_tail"), dict(top_k=3)), (rand(14), dict(top_k=100))], ref.top_k_filter,
-                hint="Use out-of-place ops (masked_fill, clone) and return a new tensor even when nothing is removed."),
+                hint=TOPK_HINT),
 ))
 
 
@@ -256,8 +267,8 @@ TOP_P = Test(LAB, "top_p_keeps_crossing_token", "top_p_filter keeps the smallest
                 hint="Every row has its own cut-off: compute the cumulative sums on the whole (B, V) tensor "
                      "along dim=-1 (no loop, no cut-off shared between rows)."),
     filter_case("extreme_logits", "top_p_filter",
-                [(fx("extreme_logits"), dict(top_p=0.9)), (mapped(fx("flat"), lambda x: x + 100), dict(top_p=0.7)),
-                 (mapped(fx("flat"), lambda x: 1000 * x), dict(top_p=0.7))], ref.top_p_filter,
+                [(fx("extreme_logits"), dict(top_p=0.9)), (mapped(fx("flat"), lambda x: x + 100, "fixture 'flat' + 100"), dict(top_p=0.7)),
+                 (mapped(fx("flat"), lambda x: 1000 * x, "1000 * fixture 'flat'"), dict(top_p=0.7))], ref.top_p_filter,
                 fixture="extreme_logits",
                 hint="exp() of a logit near 1e4 overflows: use torch.softmax, which subtracts the maximum."),
     filter_case("masked_tokens_stay_removed", "top_p_filter",
@@ -290,9 +301,7 @@ TOP_P = Test(LAB, "top_p_keeps_crossing_token", "top_p_filter keeps the smallest
                       "be in (0, 1], got {top_p!r}.\")."),
     filter_case("input_not_modified_new_tensor", "top_p_filter",
                 [(fx("long_tail"), dict(top_p=0.9)), (fx("flat", 0), dict(top_p=0.5)), (rand(35), dict(top_p=0.8))],
-                ref.top_p_filter,
-                hint="Use out-of-place ops (torch.sort, masked_fill, clone); never write into `logits`. "
-                     "A (V,) input must come back as (V,)."),
+                ref.top_p_filter, hint=TOPP_HINT),
 ))
 
 
@@ -534,8 +543,7 @@ PIPELINE = Test(LAB, "pipeline_matches_transformers",
                  hint="Validate all three up front: `temperature` a finite number > 0, `top_k` None or an int "
                       ">= 1, `top_p` in (0, 1]; each error names the parameter and shows the value."),
     pipeline_case("input_not_modified", [(fx("long_tail"), dict(temperature=0.5, top_p=0.9)),
-                                         (rand(61), dict(temperature=2.0, top_k=4))],
-                  hint="`logits /= T` and masked_fill_ change the caller's tensor: use logits / T and masked_fill."),
+                                         (rand(61), dict(temperature=2.0, top_k=4))]),
 ))
 
 
