@@ -255,17 +255,20 @@ class SamplingParams:
     def sampler(self, generator: torch.Generator | None = None):
         """A function logits (V,) -> int, e.g. for course.generation.generate(sampler=...).
 
-        It draws from `generator`, or from a new one seeded with `seed`.
+        It draws from `generator`, or from a new one seeded with `seed`, made on the
+        device of the first logits it sees (a CUDA tensor needs a CUDA generator).
         """
         if self.greedy:
             return lambda logits: int(sample_next(logits, temperature=0, generator=None))
-        if generator is None:
-            if self.seed is None:
-                raise ValueError("`seed` must be set (or a generator passed) to sample with temperature > 0, "
-                                 "got seed=None.")
-            generator = torch.Generator().manual_seed(int(self.seed))
-        check_generator(generator)
+        if generator is None and self.seed is None:
+            raise ValueError("`seed` must be set (or a generator passed) to sample with temperature > 0, "
+                             "got seed=None.")
+        if generator is not None:
+            check_generator(generator)
+        state = {"generator": generator}
 
         def sample(logits: torch.Tensor) -> int:
-            return int(sample_token(self.apply(logits), generator))
+            if state["generator"] is None:
+                state["generator"] = torch.Generator(device=logits.device).manual_seed(int(self.seed))
+            return int(sample_token(self.apply(logits), state["generator"]))
         return sample

@@ -355,3 +355,19 @@ def test_sampling_params_sampler_replays_a_run_with_course_generation():
         S.SamplingParams(temperature=1.0).sampler()
     greedy = S.SamplingParams(temperature=0).sampler()
     assert greedy(course.load_fixture("ties").logits(0)) == 3
+
+
+@pytest.mark.gpu
+def test_cuda_gives_the_cpu_kept_sets_and_reproducible_draws():
+    x = random_logits(9, rows=64, vocab=1000)
+    for cfg in CONFIGS:
+        cpu, gpu = S.filter_logits(x, **cfg), S.filter_logits(x.cuda(), **cfg)
+        assert gpu.device.type == "cuda"
+        assert torch.equal(torch.isfinite(gpu).cpu(), torch.isfinite(cpu))
+    filtered = S.filter_logits(x.cuda(), temperature=0.8, top_p=0.9)
+    a = S.sample_token(filtered, torch.Generator(device="cuda").manual_seed(1))
+    b = S.sample_token(filtered, torch.Generator(device="cuda").manual_seed(1))
+    assert a.device.type == "cuda" and torch.equal(a, b)
+    assert torch.isfinite(filtered.gather(-1, a[:, None])).all()
+    sampler = S.SamplingParams(temperature=0.8, top_p=0.9, seed=3).sampler()
+    assert isinstance(sampler(x[0].cuda()), int)
