@@ -1,0 +1,76 @@
+"""The grader core: plain data only, clear judgements, harness never raises."""
+import math
+
+import pytest
+import torch
+
+from autograder.core import Case, Fail, NotPlain, Test, as_tensor, close, run_case, run_test, to_plain
+from autograder.kernel import check, grade
+
+
+class AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+def test_to_plain_refuses_objects_that_cheat_comparison():
+    with pytest.raises(NotPlain, match="subclass of int"):
+        to_plain(AlwaysEqual(3))
+    with pytest.raises(NotPlain, match="subclass of int"):
+        to_plain({"x": [AlwaysEqual(3)]})
+    with pytest.raises(NotPlain, match="type object"):
+        to_plain(object())
+
+
+def test_to_plain_round_trips_tensors():
+    x = torch.tensor([[1.0, -math.inf], [math.nan, 2.0]])
+    back = as_tensor(to_plain(x))
+    assert back.dtype == torch.float32 and back.shape == (2, 2)
+    assert torch.equal(back.nan_to_num(0.0), x.nan_to_num(0.0))
+
+
+def test_close_points_at_the_real_difference_not_at_shared_infinities():
+    e = torch.tensor([-math.inf, 1.0, 2.0])
+    g = torch.tensor([-math.inf, 1.0, 2.5])
+    with pytest.raises(Fail, match="flat index 2") as info:
+        close(g, e)
+    assert info.value.expected == 2.0 and info.value.got == 2.5
+    close(e.clone(), e)  # equal tensors with -inf pass
+
+
+def _case(probe, judge=lambda obs: None, **kw):
+    return Case("c", 2, probe, judge, **kw)
+
+
+def test_run_case_turns_every_student_error_into_a_zero_with_a_message():
+    def boom(ns):
+        raise KeyError("nope")
+    r = run_case(_case(boom), {})
+    assert not r.passed and r.points == 0 and "KeyError" in r.message
+    r = run_case(_case(lambda ns: AlwaysEqual(1)), {})
+    assert not r.passed and "subclass of int" in r.message
+
+    def stub(ns):
+        raise NotImplementedError()
+    assert "not implemented" in run_case(_case(stub), {}).message
+
+
+def test_a_broken_judge_still_gives_a_verdict():
+    r = run_case(_case(lambda ns: 1, judge=lambda obs: obs["missing"]), {})
+    assert not r.passed and "could not be checked" in r.message
+
+
+def test_kernel_harness_reports_partial_credit(capsys, monkeypatch):
+    t = Test("labX", "t", "demo", (
+        Case("ok", 1, lambda ns: 1, lambda obs: None, visible=True),
+        Case("bad", 2, lambda ns: 1, lambda obs: (_ for _ in ()).throw(Fail("wrong", expected=2, got=1))),
+    ))
+    monkeypatch.setattr("autograder.kernel.get_tests", lambda lab: {"t": t})
+    assert grade("labX", "t", {}) == 1.0
+    out = capsys.readouterr().out
+    assert "PASS ok" in out and "FAIL bad" in out and "expected: 2" in out
+    summary = check("labX", "t", {})
+    assert summary.all_passed and "1/1 visible" in repr(summary)
+    assert run_test(t, {}, visible_only=True).max_score == 1
