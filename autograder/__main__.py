@@ -1,0 +1,4 @@
+"""`python -m autograder ...`: see autograder/cli.py."""
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Command line of the standalone grader.
+
+    python -m autograder grade SUBMISSION_OR_FOLDER... --lab lab01 --out grades/lab01
+    python -m autograder check labs/lab01/lab01.ipynb
+    python -m autograder gradescope --lab lab01 --out gradescope/
+    python -m autograder gradescope-run --lab lab01          (inside Gradescope's container)
+
+Exit status: 0 done; 1 `check` found failing visible cases; 2 bad arguments or an
+unreadable roster/path; 3 some students hit a grader error (their records say so).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from .isolation import GiB, Limits
+
+LAB_RE = re.compile(r"lab\d\d")
+
+
+def _limits(args) -> Limits:
+    lim = Limits()
+    for name in ("timeout", "test_timeout", "case_timeout", "cell_timeout"):
+        v = getattr(args, name, None)
+        if v is not None:
+            if v <= 0:
+                raise SystemExit(f"error: `--{name.replace('_', '-')}` must be > 0, got {v}.")
+            setattr(lim, name, float(v))
+    if getattr(args, "memory_gib", None) is not None:
+        if args.memory_gib < 1:
+            raise SystemExit(f"error: `--memory-gib` must be at least 1 (torch needs about 1 GiB), got {args.memory_gib}.")
+        lim.memory = int(args.memory_gib * GiB)
+    return lim
+
+
+def _add_limits(p):
+    g = p.add_argument_group("limits (per student)")
+    g.add_argument("--timeout", type=float, help=f"seconds for the whole submission (default {Limits.timeout:g})")
+    g.add_argument("--test-timeout", type=float, help=f"seconds for one test's cases (default {Limits.test_timeout:g})")
+    g.add_argument("--case-timeout", type=float, help=f"seconds for one case (default {Limits.case_timeout:g})")
+    g.add_argument("--cell-timeout", type=float, help=f"seconds for one notebook cell (default {Limits.cell_timeout:g})")
+    g.add_argument("--memory-gib", type=float, help=f"address-space limit of the child in GiB (default {Limits.memory / GiB:g})")
+    g.add_argument("--sandbox", choices=("auto", "python"), default="auto",
+                   help="auto: also use OS-level protection when running as root (separate uid, mount "
+                        "namespace); python: Python-level protection only")
+
+
+def _lab_of(path: str, given: str | None) -> str:
+    from .core import labs
+    if given:
+        lab = given
+    else:
+        found = [m for part in reversed(Path(path).parts) for m in LAB_RE.findall(part)]
+        if not found:
+            raise SystemExit(f"error: cannot tell the lab from {path!r}; pass --lab labNN.")
+        lab = found[0]
+    if lab not in labs():
+        raise SystemExit(f"error: `--lab` must be one of {', '.join(labs())}, got {lab!r}.")
+    return lab
+
+
+def cmd_grade(args) -> int:
+    from .batch import BatchError, discover, grade_batch
+    lab = _lab_of(args.submissions[0], args.lab)
+    try:
+        entries = discover([Path(p) for p in args.submissions], lab, Path(args.roster) if args.roster else None)
+    except BatchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    summary = grade_batch(entries, lab, Path(args.out), workers=args.workers, force=args.force,
+                          limits=_limits(args), sandbox=args.sandbox, progress=not args.quiet,
+                          hidden_visibility=args.hidden_visibility)
+    print(summary.line())
+    for e in summary.errors:
+        print(f"  grader error: {e}", file=sys.stderr)
+    return 3 if summary.errors else 0
+
+
+def cmd_check(args) -> int:
+    from . import reports
+    from .isolation import Runtime, Sandbox, grade_isolated, prepare
+    lab = _lab_of(args.notebook, args.lab)
+    limits = _limits(args)
+    sub = prepare(args.notebook, lab)
+    with Runtime(lab, sandbox=Sandbox.detect(args.sandbox)) as rt:
+        graded = grade_isolated(sub, rt, limits=limits, visible_only=True)
+    rec = reports.record("you", sub, graded, version=reports.grader_version(lab), limits=limits)
+    print(reports.check_text(rec))
+    if graded.output.strip() and args.show_output:
+        print("\n--- what your code printed ---\n" + graded.output)
+    return 0 if all(c.passed for t in graded.tests for c in t.cases) and not sub.fatal else 1
+
+
+def cmd_gradescope(args) -> int:
+    from .gradescope import build_bundle
+    from .core import labs
+    if args.lab not in labs():
+        raise SystemExit(f"error: `--lab` must be one of {', '.join(labs())}, got {args.lab!r}.")
+    zpath = build_bundle(args.lab, Path(args.out), hidden_visibility=args.hidden_visibility)
+    print(f"wrote {zpath}")
+    return 0
+
+
+def cmd_gradescope_run(args) -> int:
+    from .gradescope import run_in_container
+    root = Path(args.root or os.environ.get("AUTOGRADER_ROOT", "/autograder"))
+    return run_in_container(args.lab, root, hidden_visibility=args.hidden_visibility, limits=_limits(args),
+                            sandbox=args.sandbox)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m autograder",
+                                description="Standalone grader: runs submissions in isolated child processes.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", help="grade one notebook or folders of them")
+    g.add_argument("submissions", nargs="+", metavar="SUBMISSION_OR_FOLDER")
+    g.add_argument("--lab", help="labNN (default: found in the first path)")
+    g.add_argument("--out", required=True, help="output folder (students/, feedback/, gradescope/, grades.csv)")
+    g.add_argument("--roster", help="CSV mapping files to student ids (columns file, student_id)")
+    g.add_argument("--workers", type=int, default=None, help="parallel children (default: the core count)")
+    g.add_argument("--force", action="store_true", help="regrade students already graded (e.g. after a grader change)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--hidden-visibility", default="after_published",
+                   choices=("hidden", "after_due_date", "after_published", "visible"),
+                   help="Gradescope visibility of the hidden cases' entries")
+    _add_limits(g)
+    g.set_defaults(func=cmd_grade)
+
+    c = sub.add_parser("check", help="self-check a notebook with the visible cases")
+    c.add_argument("notebook")
+    c.add_argument("--lab", help="labNN (default: found in the path)")
+    c.add_argument("--show-output", action="store_true", help="also print what the code printed")
+    _add_limits(c)
+    c.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("gradescope", help="build the Gradescope autograder zip")
+    s.add_argument("--lab", required=True)
+    s.add_argument("--out", required=True, help="folder for LAB-gradescope.zip")
+    s.add_argument("--hidden-visibility", default="after_published",
+                   choices=("hidden", "after_due_date", "after_published", "visible"))
+    s.set_defaults(func=cmd_gradescope)
+
+    r = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
+    r.add_argument("--lab", required=True)
+    r.add_argument("--root", help="the /autograder folder (default: $AUTOGRADER_ROOT or /autograder)")
+    r.add_argument("--hidden-visibility", default="after_published",
+                   choices=("hidden", "after_due_date", "after_published", "visible"))
+    _add_limits(r)
+    r.set_defaults(func=cmd_gradescope_run)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        print(f"error: `--workers` must be at least 1, got {args.workers}.", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+            return 2
+        raise

@@ -1,0 +1,22 @@
+"""Looks for the grader's secrets: its environment variables (own environment, the
+parent's /proc/PID/environ), the home folder, other students' scratch folders."""
+import os
+from pathlib import Path
+
+EXPECT = {"max_score": 0, "output_not": ["AUTOGRADER_TEST_SECRET", "LEAK"], "output_has": ["ENV"]}
+
+print("ENV", sorted(os.environ))
+for p in (f"/proc/{os.getppid()}/environ", f"/proc/{os.getppid()}/cmdline", "/root/.bash_history",
+          str(Path(os.getcwd()).parent)):
+    try:
+        if os.path.isdir(p):
+            print("LEAK" if os.listdir(p) else "EMPTY", p)
+        else:
+            text = Path(p).read_bytes()
+            print("LEAK" if text else "EMPTY", p, text[:200])
+    except Exception as e:  # noqa: BLE001
+        print("BLOCKED", p, type(e).__name__)
+
+
+def greedy_token(logits):
+    return 0
