@@ -378,6 +378,13 @@ def prepare(path, lab: str, *, root: Path | None = None) -> Submission:
         sub.fatal = f"{path.name} is {len(raw) / MiB:.0f} MiB; notebooks over {MAX_NOTEBOOK // MiB} MiB are not graded."
         return sub
     try:
+        top = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        top = {}
+    if not isinstance(top, dict):   # notebook.read assumes a JSON object
+        sub.fatal = f"{path.name} is not an nbformat-4 notebook (its JSON is a {type(top).__name__})."
+        return sub
+    try:
         nb = read(path)
     except NotebookError as e:
         sub.fatal = str(e)
@@ -491,20 +498,27 @@ class _ChildProcess:
         self.ready: dict | None = None
         self._start(skip)
 
-    def _start(self, skip):
-        rt, lim = self.runtime, self.limits
-        cmd_r, cmd_w = os.pipe()
-        res_r, res_w = os.pipe()
-        sb = rt.sandbox
-        init = {
+    def init_payload(self, skip) -> dict:
+        """Everything the child is told before it starts: the lab, the cells to run, limits
+        and sandbox settings. No test inputs' expected values, no reference, no judges."""
+        rt, lim, sb = self.runtime, self.limits, self.runtime.sandbox
+        return {
             "protocol": PROTOCOL, "lab": rt.lab, "nonce": self.nonce, "stage": str(rt.stage),
-            "scratch": str(self.scratch), "cmd_fd": cmd_r, "res_fd": res_w, "ppid": os.getpid(),
+            "scratch": str(self.scratch), "cmd_fd": self._fds[0], "res_fd": self._fds[1], "ppid": os.getpid(),
             "uid": self.uid, "hide": rt.hidden_paths() if sb.mount_ns else [],
             "expose": sb.expose if (sb.mount_ns and self.uid is not None) else [], "ctl": str(self.ctl),
             "deny": rt.denied_paths() + [str(rt.base)],
             "memory": int(lim.memory), "file_size": int(lim.file_size), "cpu": int(lim.timeout + 60),
             "cells": [asdict(c) for c in self.sub.cells if c.id not in skip],
         }
+
+    def _start(self, skip):
+        rt, lim = self.runtime, self.limits
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
+        sb = rt.sandbox
+        self._fds = (cmd_r, res_w)
+        init = self.init_payload(skip)
         init_path = self.ctl / "init.json"
         init_path.write_text(json.dumps(init), encoding="utf-8")
         self.out_path = self.ctl / "output.txt"
@@ -674,6 +688,9 @@ class _ChildProcess:
 
 # ====================================================================== grading one submission
 
+_JUDGE_LOCK = threading.RLock()
+
+
 def _failed(case, message: str, hint: str | None = None):
     from .core import CaseResult
     return CaseResult(case.name, 0.0, case.points, False, case.visible, case.fixture, message, None, None,
@@ -685,7 +702,9 @@ def _from_child(case, msg: dict):
     from .core import CaseResult, judge_case
     kind = msg.get("kind")
     if kind == "obs":
-        return judge_case(case, msg.get("obs"))
+        # judges may import libraries lazily (transformers) and share caches: one at a time
+        with _JUDGE_LOCK:
+            return judge_case(case, msg.get("obs"))
     if kind == "fail":
         def s(v):
             return None if v is None else v

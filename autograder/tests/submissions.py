@@ -113,3 +113,45 @@ def write(nb, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(path))
     return path
+
+
+# ---------------------------------------------------------------- the real nbgrader, for comparisons
+
+def nbgrader_autograde(lab: str, submissions: dict, workdir: Path, *, timeout: float = 1800,
+                       start_only: bool = False):
+    """Autograde `submissions` ({student: notebook path}) with the real `nbgrader autograde`
+    in a scratch course at `workdir`. Returns {student: {grade cell id: score}} (or, with
+    start_only, a function that waits for the run and returns that)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from autograder.release import nbgrader_env
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "nbgrader_config.py", workdir / "nbgrader_config.py")
+    shutil.copytree(ROOT / "solutions" / lab, workdir / "solutions" / lab, dirs_exist_ok=True)
+    name = solution(lab).name
+    for student, path in submissions.items():
+        dest = workdir / "course" / "nbgrader" / "submitted" / student / lab / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, dest)
+    cmd = (f"{sys.executable} -m nbgrader generate_assignment {lab} --force && "
+           f"{sys.executable} -m nbgrader autograde {lab} --force")
+    proc = subprocess.Popen(["bash", "-c", cmd], cwd=workdir, env=nbgrader_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def finish():
+        from nbgrader.api import Gradebook
+        out, _ = proc.communicate(timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nbgrader failed for {lab}:\n{out[-4000:]}")
+        scores = {}
+        with Gradebook("sqlite:///" + str(workdir / "course" / "nbgrader" / "gradebook.db")) as gb:
+            for student in submissions:
+                sub = gb.find_submission(lab, student)
+                scores[student] = {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
+        return scores
+
+    return finish if start_only else finish()
