@@ -150,3 +150,28 @@ def test_eq_cheat_gets_no_credit_in_the_kernel_harness_either():
         r = run_test(test, ns)
         assert r.score == 0
         assert all("subclass" in c.message for c in r.cases if c.name != "nan_rejected")
+
+
+@pytest.mark.slow
+def test_python_level_protection_alone_stops_the_python_attacks(tmp_path, monkeypatch):
+    """Without root (a learner's laptop) only the Python-level policy applies: the audit
+    hook, the import blocker, the stubbed reference and the namespace snapshots. It must
+    stop every attack that does not need a native file reader."""
+    from autograder.batch import Entry, grade_batch
+    monkeypatch.setenv(SECRET, "hunter2-do-not-leak")
+    names = ["read_reference", "overwrite_files", "secrets_env", "kill_parent", "monkeypatch", "fake_passed"]
+    built = adversarial.build(tmp_path / "subs")
+    before = _tree_hashes()
+    out = tmp_path / "out"
+    grade_batch([Entry(n, built[n]) for n in names], "lab00", out, workers=2, limits=LIMITS, progress=False,
+                sandbox="python")
+    assert _tree_hashes() == before
+    for n in names:
+        rec = json.loads((out / "students" / f"{n}.json").read_text())
+        assert rec["sandbox"]["drops_root"] is False and rec["sandbox"]["mount_namespace"] is False
+        exp = adversarial.expectations(adversarial.sources()[n])
+        assert rec["score"] <= exp["max_score"], (n, rec["problems"])
+        for s in exp.get("output_not", []):
+            assert s not in rec["output_tail"], f"{n}: {s!r} appeared with Python-level protection only"
+        for s in exp.get("output_has", []):
+            assert s in rec["output_tail"], n

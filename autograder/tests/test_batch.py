@@ -1,0 +1,213 @@
+"""Batch grading: student ids from paths or a roster, parallel workers, atomic per-student
+results, resuming after SIGKILL without regrading or duplicating anyone, --force."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import reports
+from autograder.batch import BatchError, Entry, discover, grade_batch, student_of
+from autograder.release import nbgrader_env
+from autograder.tests.submissions import from_variant, solution, write
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE = ROOT / "labs" / "lab00" / "lab00.ipynb"
+BUGS = sorted((ROOT / "autograder" / "variants" / "lab00").glob("bug_*.py"))
+
+
+def _class(folder: Path, n: int) -> dict[str, int]:
+    """n students in DIR/<student>/lab00.ipynb; returns their expected scores."""
+    expected = {}
+    for i in range(n):
+        sid = f"s{i:02d}"
+        kind = i % 3
+        if kind == 0:
+            (folder / sid).mkdir(parents=True)
+            shutil.copy(solution("lab00"), folder / sid / "lab00.ipynb")
+            expected[sid] = 5
+        elif kind == 1:
+            (folder / sid).mkdir(parents=True)
+            shutil.copy(RELEASE, folder / sid / "lab00.ipynb")
+            expected[sid] = 0
+        else:
+            write(from_variant("lab00", BUGS[i % len(BUGS)]), folder / sid / "lab00.ipynb")
+            expected[sid] = None
+    return expected
+
+
+# ---------------------------------------------------------------- finding students
+
+def test_student_ids_from_the_usual_layouts(tmp_path):
+    (tmp_path / "a" / "alice").mkdir(parents=True)
+    (tmp_path / "a" / "alice" / "lab00.ipynb").write_text("{}")
+    (tmp_path / "a" / "bob.ipynb").write_text("{}")
+    (tmp_path / "a" / "carol" / "lab00").mkdir(parents=True)
+    (tmp_path / "a" / "carol" / "lab00" / "lab00.ipynb").write_text("{}")
+    (tmp_path / "a" / "alice" / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "a" / "alice" / ".ipynb_checkpoints" / "lab00-checkpoint.ipynb").write_text("{}")
+    got = {e.student: e.path.relative_to(tmp_path / "a").as_posix() for e in discover([tmp_path / "a"], "lab00")}
+    assert got == {"alice": "alice/lab00.ipynb", "bob": "bob.ipynb", "carol": "carol/lab00/lab00.ipynb"}
+    assert student_of(tmp_path / "x" / "dave" / "lab00" / "lab00.ipynb", "lab00") == "dave"
+    assert student_of(tmp_path / "eve.ipynb", "lab00") == "eve"
+
+
+def test_two_notebooks_for_one_student_is_an_error_unless_one_is_named_after_the_lab(tmp_path):
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "draft.ipynb").write_text("{}")
+    (tmp_path / "alice" / "final.ipynb").write_text("{}")
+    with pytest.raises(BatchError, match="several notebooks for the same student"):
+        discover([tmp_path], "lab00")
+    (tmp_path / "alice" / "lab00.ipynb").write_text("{}")
+    (tmp_path / "alice" / "final.ipynb").unlink()
+    [e] = discover([tmp_path], "lab00")
+    assert e.path.name == "lab00.ipynb"
+
+
+def test_roster_maps_files_to_ids(tmp_path):
+    (tmp_path / "subs").mkdir()
+    for name in ("x1.ipynb", "x2.ipynb"):
+        (tmp_path / "subs" / name).write_text("{}")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("file,student_id\nx1.ipynb,u1001\nx2.ipynb,u1002\n")
+    assert [e.student for e in discover([tmp_path / "subs"], "lab00", roster)] == ["u1001", "u1002"]
+    roster.write_text("file,student_id\nx1.ipynb,u1001\n")
+    with pytest.raises(BatchError, match="not in the roster"):
+        discover([tmp_path / "subs"], "lab00", roster)
+    with pytest.raises(BatchError, match="cannot be read"):
+        discover([tmp_path / "subs"], "lab00", tmp_path / "missing.csv")
+    with pytest.raises(BatchError, match="does not exist"):
+        discover([tmp_path / "nope"], "lab00")
+
+
+def test_write_atomic_replaces_whole_files(tmp_path):
+    p = tmp_path / "d" / "x.json"
+    reports.write_atomic(p, "one")
+    reports.write_atomic(p, "two")
+    assert p.read_text() == "two" and [q.name for q in p.parent.iterdir()] == ["x.json"]
+    with pytest.raises(TypeError):
+        reports.write_atomic(p, 3)   # a failed write leaves the old file and no temporary
+    assert p.read_text() == "two" and [q.name for q in p.parent.iterdir()] == ["x.json"]
+
+
+def test_odd_student_ids_get_distinct_file_names():
+    a, b = reports.safe_name("a/b"), reports.safe_name("a_b")
+    assert a != b and "/" not in a and reports.safe_name("alice") == "alice"
+
+
+# ---------------------------------------------------------------- a killed run resumes
+
+def _cli(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "autograder", *args], cwd=ROOT, env=nbgrader_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _records(out: Path) -> dict[str, dict]:
+    return {json.loads(p.read_text())["student"]: json.loads(p.read_text()) for p in (out / "students").glob("*.json")}
+
+
+def test_sigkill_mid_batch_then_rerun_grades_everyone_exactly_once(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    expected = _class(subs, 8)
+    proc = _cli("grade", str(subs), "--lab", "lab00", "--out", str(out), "--workers", "2")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        done = list((out / "students").glob("*.json")) if (out / "students").is_dir() else []
+        if len(done) >= 2 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the batch finished before it could be killed:\n{proc.communicate()[1][-2000:]}"
+    children = _children(proc.pid)
+    assert children, "grading children were running when the batch was killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    first = {p.name: p.stat().st_mtime_ns for p in (out / "students").glob("*.json")}
+    assert 2 <= len(first) < 8, "the kill must land mid-batch"
+    for p in (out / "students").glob("*.json"):
+        json.loads(p.read_text())      # every record on disk is complete
+    for _ in range(100):               # children die with their parent (PR_SET_PDEATHSIG)
+        if not [c for c in children if Path(f"/proc/{c}").exists()]:
+            break
+        time.sleep(0.1)
+    assert not [c for c in children if Path(f"/proc/{c}").exists()], "orphaned grading children"
+
+    rerun = _cli("grade", str(subs), "--lab", "lab00", "--out", str(out), "--workers", "2")
+    stdout, stderr = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, stderr[-3000:]
+    assert f"up to date {len(first)}" in stdout and f"graded {8 - len(first)}" in stdout, stdout
+    assert "grading lab00" in stderr, "tqdm progress bar on stderr"
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "students").glob("*.json")}
+    assert len(after) == 8
+    assert all(after[n] == t for n, t in first.items()), "finished students were not regraded"
+    recs = _records(out)
+    assert sorted(recs) == sorted(expected)
+    for sid, score in expected.items():
+        if score is not None:
+            assert recs[sid]["score"] == score, (sid, recs[sid]["problems"])
+        assert (out / "feedback" / f"{sid}.md").is_file()
+        assert (out / "gradescope" / sid / "results.json").is_file()
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    assert sorted(r["student_id"] for r in rows) == sorted(expected), "each student exactly once"
+    assert not [p for p in out.rglob("*.tmp")], "no temporary files left behind by the finished run"
+
+
+def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "ann").mkdir(parents=True)
+    (subs / "ben").mkdir(parents=True)
+    shutil.copy(solution("lab00"), subs / "ann" / "lab00.ipynb")
+    shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
+    entries = discover([subs], "lab00")
+    s1 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    assert sorted(s1.graded) == ["ann", "ben"]
+    stamp = {s: r["graded_at"] for s, r in _records(out).items()}
+
+    s2 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    assert s2.graded == [] and sorted(s2.skipped) == ["ann", "ben"]
+
+    # a record from an older grader version is kept (and reported) unless --force
+    p = out / "students" / "ann.json"
+    rec = json.loads(p.read_text())
+    rec["grader_version"] = "0000000000000000"
+    p.write_text(json.dumps(rec))
+    s3 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    assert s3.stale == ["ann"] and "--force" in s3.line()
+    time.sleep(1.1)
+    s4 = grade_batch(entries, "lab00", out, workers=2, force=True, progress=False)
+    assert sorted(s4.graded) == ["ann", "ben"]
+    recs = _records(out)
+    assert all(recs[s]["graded_at"] > stamp[s] for s in stamp)
+    assert recs["ann"]["grader_version"] == reports.grader_version("lab00")
+
+    # a resubmitted notebook is regraded without --force; so is a record with a grader error
+    shutil.copy(solution("lab00"), subs / "ben" / "lab00.ipynb")
+    rec = json.loads((out / "students" / "ann.json").read_text())
+    rec["status"] = "grader_error"
+    (out / "students" / "ann.json").write_text(json.dumps(rec))
+    s5 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    assert sorted(s5.graded) == ["ann", "ben"]
+    assert _records(out)["ben"]["score"] == 5
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    assert [r["student_id"] for r in rows] == ["ann", "ben"]
+    assert rows[0]["greedy_token_picks_argmax"] == "5"

@@ -1,0 +1,94 @@
+"""The Gradescope autograder zip, and run_autograder in a local stand-in of /autograder."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import reports
+from autograder.gradescope import build_bundle, requirements
+from autograder.tests.submissions import from_variant, solution, write
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return build_bundle("lab00", tmp_path_factory.mktemp("gs"))
+
+
+def test_bundle_has_what_grading_needs_and_no_solutions(bundle):
+    with zipfile.ZipFile(bundle) as z:
+        names = set(z.namelist())
+        assert {"setup.sh", "run_autograder", "requirements.txt", "lab.json", "autograder/core.py",
+                "autograder/isolation.py", "autograder/graders/lab00.py", "autograder/reference/lab00.py",
+                "course/__init__.py", "datasets/fixtures/peaked.json", "labs/lab00/lab00.ipynb"} <= names
+        assert not [n for n in names if n.startswith(("solutions/", "autograder/variants/", "autograder/tests/"))]
+        assert [n for n in names if n.endswith(".ipynb")] == ["labs/lab00/lab00.ipynb"]
+        assert not [n for n in names if n.startswith("autograder/graders/lab") and n != "autograder/graders/lab00.py"]
+        for n in names:
+            text = z.read(n)
+            assert b"### BEGIN SOLUTION" not in text and b"### BEGIN HIDDEN TESTS" not in text, n
+        info = z.getinfo("run_autograder")
+        assert (info.external_attr >> 16) & 0o111, "run_autograder must be executable"
+        assert b"AUTOGRADER_ROOT" in z.read("run_autograder") and b"--lab lab00" in z.read("run_autograder")
+    reqs = requirements()
+    assert any(r.startswith("torch") for r in reqs) and not any(r.startswith("nbgrader") for r in reqs)
+
+
+def _standin(tmp_path, bundle, submission: Path | None):
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "submission").mkdir()
+    with zipfile.ZipFile(bundle) as z:
+        z.extractall(root / "source")
+    if submission is not None:
+        shutil.copy(submission, root / "submission" / submission.name)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AUTOGRADER_ROOT": str(root),
+           "AUTOGRADER_PYTHON": sys.executable, "HOME": str(tmp_path)}
+    p = subprocess.run(["bash", str(root / "source" / "run_autograder")], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    results = json.loads((root / "results" / "results.json").read_text())
+    return results, p.stdout, root
+
+
+def test_run_autograder_grades_a_submission_and_writes_valid_results(tmp_path, bundle):
+    bug = ROOT / "autograder" / "variants" / "lab00" / "bug_nan_not_checked.py"
+    nb = write(from_variant("lab00", bug), tmp_path / "lab00.ipynb")
+    results, stdout, root = _standin(tmp_path, bundle, nb)
+    assert reports.validate_gradescope(results) == []
+    assert results["score"] == 4
+    assert sum(t["max_score"] for t in results["tests"]) == 5
+    names = {t["name"]: t for t in results["tests"]}
+    hidden = names["greedy_token_picks_argmax (hidden checks)"]
+    assert hidden["visibility"] == "after_published" and hidden["score"] == 3 and "FAIL nan_rejected" in hidden["output"]
+    assert names["greedy_token_picks_argmax (checks)"]["visibility"] == "visible"
+    assert "lab00: 4/5" in stdout
+    if os.geteuid() == 0:
+        assert oct((root / "source").stat().st_mode & 0o777) == "0o700", "the source is root-only while grading"
+
+
+def test_run_autograder_without_a_notebook_says_so(tmp_path, bundle):
+    results, _, _ = _standin(tmp_path, bundle, None)
+    assert reports.validate_gradescope(results) == []
+    assert results["score"] == 0 and "No .ipynb file" in results["output"]
+
+
+def test_validator_rejects_what_gradescope_would():
+    good = {"score": 1.0, "tests": [{"name": "t", "score": 1, "max_score": 1, "output": "", "visibility": "visible"}]}
+    assert reports.validate_gradescope(good) == []
+    assert reports.validate_gradescope({"score": 1, "tests": [{"name": "t", "score": 1}]})
+    assert reports.validate_gradescope({**good, "score": 2})          # total != sum of tests
+    bad = json.loads(json.dumps(good))
+    bad["tests"][0]["visibility"] = "sometimes"
+    assert reports.validate_gradescope(bad)
+    bad = json.loads(json.dumps(good))
+    bad["tests"][0]["score"] = 3
+    assert reports.validate_gradescope(bad)
