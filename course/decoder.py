@@ -50,8 +50,10 @@ class DecoderConfig:
 
 
 def new_gelu(x: torch.Tensor) -> torch.Tensor:
-    """GPT-2's GELU (the tanh approximation, transformers' "gelu_new")."""
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+    """GPT-2's GELU, transformers' "gelu_new":
+        0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))
+    computed by one fused op instead of eight (it runs once per layer per token)."""
+    return F.gelu(x, approximate="tanh")
 
 
 class CausalSelfAttention(nn.Module):

@@ -121,8 +121,9 @@ class KVCache:
 
 class StaticKVCache:
     """A cache allocated once for `max_len` tokens, as serving engines do: append
-    writes into the preallocated buffers, so a step costs the same at any
-    context length, and the memory is reserved up front whether used or not.
+    writes into the preallocated buffers, so appending costs the same at any
+    context length (nothing old is copied; attention still reads all T keys),
+    and the memory is reserved up front whether used or not.
     Appending past `max_len` raises KVCacheFullError."""
 
     def __init__(self, n_layer: int, batch: int, n_head: int, max_len: int, head_dim: int,
@@ -135,9 +136,10 @@ class StaticKVCache:
         self.n_layer, self.batch, self.n_head = n_layer, batch, n_head
         self.max_len, self.head_dim, self.dtype = max_len, head_dim, dtype
         self.device = torch.device(device)
-        shape = (n_layer, batch, n_head, max_len, head_dim)
-        self.k: torch.Tensor | None = torch.zeros(shape, dtype=dtype, device=self.device)  # (L, B, H, max_len, D)
-        self.v: torch.Tensor | None = torch.zeros(shape, dtype=dtype, device=self.device)
+        shape = (batch, n_head, max_len, head_dim)
+        # One buffer per layer, (B, H, max_len, D), allocated now and written in place.
+        self.k: list[torch.Tensor] | None = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(n_layer)]
+        self.v: list[torch.Tensor] | None = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(n_layer)]
         self.filled = [0] * n_layer   # tokens written per layer
 
     @classmethod
@@ -160,10 +162,11 @@ class StaticKVCache:
             raise KVCacheFullError(
                 f"StaticKVCache is full: layer {layer} holds {start} of max_len={self.max_len} tokens "
                 f"and cannot take {t} more; allocate a larger max_len.")
-        self.k[layer, :, :, start:start + t] = k
-        self.v[layer, :, :, start:start + t] = v
+        k_buf, v_buf = self.k[layer], self.v[layer]                 # (B, H, max_len, D)
+        k_buf.narrow(2, start, t).copy_(k)
+        v_buf.narrow(2, start, t).copy_(v)
         self.filled[layer] = start + t
-        return self.k[layer, :, :, :start + t], self.v[layer, :, :, :start + t]   # (B, H, T, D) views
+        return k_buf.narrow(2, 0, start + t), v_buf.narrow(2, 0, start + t)   # (B, H, T, D) views
 
     @property
     def length(self) -> int:
@@ -173,7 +176,7 @@ class StaticKVCache:
         """The whole preallocation (max_len tokens), however much is filled."""
         if self.k is None:
             return 0
-        return 2 * self.k.numel() * self.k.element_size()
+        return sum(x.numel() * x.element_size() for x in self.k + self.v)
 
     def release(self) -> None:
         self.k = self.v = None

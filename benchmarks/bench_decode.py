@@ -1,0 +1,235 @@
+"""Where decode latency goes: per-token time with and without a KV cache, and the
+course decoder against transformers' generate. Not a test: it prints tables and
+writes benchmarks/results/decode.json and decode.png.
+
+    python benchmarks/bench_decode.py                 # or: make bench
+    python benchmarks/bench_decode.py --threads 2 --repeats 9
+
+Runs on the CPU at batch 1 with torch.set_num_threads(1) by default: at batch 1
+a 1M-parameter model's matrices are too small to split across threads, so more
+threads add synchronisation without adding speed (try --threads 2 to see).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from course.decoder import CourseDecoder  # noqa: E402
+from course.kv_cache import KVCache, StaticKVCache  # noqa: E402
+from course.tiny_model import LAB_PROMPTS, load_tiny_model  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+CONTEXTS = (32, 128, 512, 1024)
+STEPS_PER_RUN = 8     # decode steps timed per cached run, ending at the context length
+
+
+def median_ms(times: list[float]) -> float:
+    return 1000 * statistics.median(times)
+
+
+def cached_window(decoder: CourseDecoder, ids: torch.Tensor, context: int) -> list[float]:
+    """Times (s) of the decode steps (batch 1) that take the cache from
+    context - STEPS_PER_RUN to `context` tokens, after a prefill of the rest."""
+    times = []
+    _, kv = decoder.prefill(ids[:, : context - STEPS_PER_RUN])
+    for i in range(context - STEPS_PER_RUN, context):
+        t0 = time.perf_counter()
+        logits, kv = decoder.decode(ids[:, i:i + 1], kv)       # (1, 1, V)
+        logits[0, -1].argmax().item()                          # the token is chosen: wait for it
+        times.append(time.perf_counter() - t0)
+    kv.release()
+    return times
+
+
+def uncached_step(decoder: CourseDecoder, ids: torch.Tensor, context: int) -> float:
+    """Time (s) to produce one token without a cache: the full forward of `context` tokens."""
+    t0 = time.perf_counter()
+    decoder(ids[:, :context])[0, -1].argmax().item()
+    return time.perf_counter() - t0
+
+
+def decode_table(dynamic: CourseDecoder, static: CourseDecoder, ids: torch.Tensor, repeats: int) -> list[dict]:
+    """Median per-token ms at each context. Repeats are the outer loop, so a burst
+    of load from another process lands on every context alike, not on one."""
+    samples = {(c, kind): [] for c in CONTEXTS for kind in ("cached", "cached_static", "uncached")}
+    for run in range(repeats + 1):                              # run 0 is warmup
+        for c in CONTEXTS:
+            got = {"cached": cached_window(dynamic, ids, c), "cached_static": cached_window(static, ids, c),
+                   "uncached": [uncached_step(dynamic, ids, c)]}
+            if run:
+                for kind, times in got.items():
+                    samples[(c, kind)] += times
+    rows = []
+    for c in CONTEXTS:
+        row = {"context": c}
+        for kind in ("cached", "cached_static", "uncached"):
+            row[f"{kind}_ms"] = median_ms(samples[(c, kind)])
+            # The 10th percentile is far less sensitive to other processes than the median.
+            row[f"{kind}_p10_ms"] = 1000 * statistics.quantiles(samples[(c, kind)], n=10)[0]
+            row[f"{kind}_samples"] = len(samples[(c, kind)])
+        rows.append(row)
+    return rows
+
+
+def time_interleaved(fns: dict, repeats: int) -> dict:
+    """{name: (median seconds, last output)}; the functions take turns in every
+    repeat so that load from other processes is shared out evenly."""
+    times = {name: [] for name in fns}
+    outs = {}
+    for run in range(repeats + 1):                              # run 0 is warmup
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            outs[name] = fn()
+            if run:
+                times[name].append(time.perf_counter() - t0)
+    return {name: (statistics.median(times[name]), outs[name]) for name in fns}
+
+
+def generation_row(hf, dynamic, static, prompt_ids, max_new, eos, pad, repeats) -> dict:
+    """tokens/s of transformers' generate and of the course decoder (both caches),
+    asserting all three produce the same tokens."""
+    def run_hf():
+        saved = hf.generation_config.eos_token_id
+        hf.generation_config.eos_token_id = eos   # None: generate ignores EOS, runs max_new tokens
+        try:
+            with torch.no_grad():
+                return hf.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids),
+                                   max_new_tokens=max_new, do_sample=False, pad_token_id=pad)
+        finally:
+            hf.generation_config.eos_token_id = saved
+
+    got = time_interleaved({"hf": run_hf,
+                            "static": lambda: static.generate_greedy(prompt_ids, max_new, eos_token_id=eos),
+                            "dynamic": lambda: dynamic.generate_greedy(prompt_ids, max_new, eos_token_id=eos)},
+                           repeats)
+    (hf_s, hf_out), (st_s, st_out), (dy_s, dy_out) = got["hf"], got["static"], got["dynamic"]
+    assert torch.equal(st_out, hf_out), "course decoder (StaticKVCache) and transformers generated different tokens"
+    assert torch.equal(dy_out, hf_out), "course decoder (KVCache) and transformers generated different tokens"
+    new = hf_out.shape[1] - prompt_ids.shape[1]
+    return {"max_new_tokens": max_new, "eos_token_id": eos, "new_tokens": new, "tokens_identical": True,
+            "transformers_tokens_per_s": new / hf_s, "course_static_tokens_per_s": new / st_s,
+            "course_dynamic_tokens_per_s": new / dy_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="decode latency benchmark")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    args = parser.parse_args()
+    for name in ("threads", "repeats", "new_tokens"):
+        if getattr(args, name) < 1:
+            parser.error(f"`--{name.replace('_', '-')}` must be an integer >= 1, got {getattr(args, name)}.")
+
+    from transformers import __version__ as transformers_version
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    load_before = os.getloadavg()[0]
+    hf, tok = load_tiny_model("cpu")
+    dynamic = CourseDecoder.from_pretrained(hf, cache_factory=KVCache.from_spec)
+    static = CourseDecoder.from_pretrained(hf, cache_factory=StaticKVCache.from_spec)
+    vocab = hf.config.vocab_size
+    ids = torch.randint(1, vocab, (1, max(CONTEXTS)))             # (1, 1024) random tokens
+
+    print(f"torch {torch.__version__}, transformers {transformers_version}, "
+          f"torch.set_num_threads({args.threads}), {platform.processor() or platform.machine()}, batch 1")
+    print("\nPer-token decode time (ms, median)")
+    print(f"{'context':>8} {'KVCache':>9} {'Static':>9} {'uncached':>9} {'uncached/cached':>16}")
+    rows = decode_table(dynamic, static, ids, args.repeats)
+    for row in rows:
+        c = row["context"]
+        best = min(row["cached_ms"], row["cached_static_ms"])
+        print(f"{c:>8} {row['cached_ms']:>9.3f} {row['cached_static_ms']:>9.3f} {row['uncached_ms']:>9.3f} "
+              f"{row['uncached_ms'] / best:>15.1f}x")
+
+    # Greedy generation: the course decoder against transformers, same model, same prompt.
+    prompt = LAB_PROMPTS[0]
+    prompt_ids = tok(prompt, return_tensors="pt").input_ids        # (1, T)
+    print(f"\nGreedy generation after the {prompt_ids.shape[1]}-token prompt {prompt!r} "
+          f"(median of {args.repeats}, tokens identical in every row)")
+    print(f"{'':34} {'new tokens':>10} {'tokens/s':>9} {'vs transformers':>16}")
+    gen = {"prompt": prompt, "prompt_tokens": prompt_ids.shape[1]}
+    for scenario, max_new, eos in (("to_eos", 64, tok.eos_token_id), ("fixed", args.new_tokens, None)):
+        gen[scenario] = generation_row(hf, dynamic, static, prompt_ids, max_new, eos, tok.eos_token_id,
+                                       args.repeats)
+        g = gen[scenario]
+        label = "tool call, stops at EOS" if eos is not None else f"{max_new} tokens, EOS ignored"
+        for who, key in (("transformers generate", "transformers"), ("course decoder, StaticKVCache", "course_static"),
+                         ("course decoder, KVCache", "course_dynamic")):
+            print(f"{who + ' (' + scenario + ')':34} {g['new_tokens']:>10} {g[key + '_tokens_per_s']:>9.0f} "
+                  f"{g[key + '_tokens_per_s'] / g['transformers_tokens_per_s']:>15.2f}x")
+        print(f"  ({label})")
+
+    first, last = rows[0], rows[-1]
+    targets = {
+        "static_cached_1024_over_32": last["cached_static_ms"] / first["cached_static_ms"],
+        "dynamic_cached_1024_over_32": last["cached_ms"] / first["cached_ms"],
+        "static_cached_1024_over_32_p10": last["cached_static_p10_ms"] / first["cached_static_p10_ms"],
+        "dynamic_cached_1024_over_32_p10": last["cached_p10_ms"] / first["cached_p10_ms"],
+        "course_over_transformers": gen["fixed"]["course_static_tokens_per_s"] / gen["fixed"]["transformers_tokens_per_s"],
+    }
+    targets["cached_flat_met"] = targets["static_cached_1024_over_32"] <= 1.5
+    targets["course_faster_met"] = targets["course_over_transformers"] >= 1.5
+    print(f"\nTargets: cached step at 1024 / at 32 = {targets['static_cached_1024_over_32']:.2f}x with StaticKVCache, "
+          f"{targets['dynamic_cached_1024_over_32']:.2f}x with KVCache (10th percentiles: "
+          f"{targets['static_cached_1024_over_32_p10']:.2f}x, {targets['dynamic_cached_1024_over_32_p10']:.2f}x; "
+          f"target <= 1.5x for the median: "
+          f"{'met' if targets['cached_flat_met'] else 'NOT met'}); course / transformers tokens/s = "
+          f"{targets['course_over_transformers']:.2f}x (target >= 1.5x: "
+          f"{'met' if targets['course_faster_met'] else 'NOT met'})")
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    result = {"torch": torch.__version__, "transformers": transformers_version, "threads": args.threads,
+              "machine": platform.machine(), "processor": platform.processor(), "batch": 1,
+              "repeats": args.repeats, "steps_per_cached_run": STEPS_PER_RUN,
+              "load_average_1min": {"start": load_before, "end": os.getloadavg()[0]},
+              "decode": rows, "generate": gen, "targets": targets}
+    print(f"1-minute load average: {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end "
+          f"({os.cpu_count()} CPUs): other processes inflate every figure")
+    (RESULTS / "decode.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(rows, gen, RESULTS / "decode.png", args.threads)
+    print(f"wrote {RESULTS / 'decode.json'} and {RESULTS / 'decode.png'}")
+
+
+def plot(rows: list[dict], gen: dict, path: Path, threads: int) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ctx = [r["context"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.plot(ctx, [r["uncached_ms"] for r in rows], "o-", label="uncached (full forward)")
+    a.plot(ctx, [r["cached_ms"] for r in rows], "s-", label="KVCache (grows by concat)")
+    a.plot(ctx, [r["cached_static_ms"] for r in rows], "^-", label="StaticKVCache (preallocated)")
+    a.set_xscale("log", base=2)
+    a.set_yscale("log")
+    a.set_xticks(ctx, [str(c) for c in ctx])
+    a.set_xlabel("context length (tokens)")
+    a.set_ylabel("ms per generated token (median)")
+    a.set_title("Per-token decode time, batch 1")
+    a.legend()
+    names = ["transformers\ngenerate", "course\nStatic", "course\nKVCache"]
+    g = gen["fixed"]
+    vals = [g["transformers_tokens_per_s"], g["course_static_tokens_per_s"], g["course_dynamic_tokens_per_s"]]
+    b.bar(names, vals, color=["#999999", "#1f77b4", "#6baed6"])
+    b.set_ylabel("tokens / s")
+    b.set_title(f"Greedy, {g['new_tokens']} new tokens (identical)")
+    fig.suptitle(f"tiny GPT-2 on CPU, torch.set_num_threads({threads})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
