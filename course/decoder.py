@@ -218,6 +218,10 @@ class CourseDecoder(nn.Module):
         """A fresh cache from cache_factory for `batch` rows and up to `max_len` tokens."""
         c = self.config
         max_len = c.n_positions if max_len is None else max_len
+        if not _is_int(batch) or batch < 1:
+            raise ValueError(f"`batch` must be an integer >= 1, got {batch!r}.")
+        if not _is_int(max_len) or not 1 <= max_len <= c.n_positions:
+            raise ValueError(f"`max_len` must be an integer in [1, {c.n_positions}], got {max_len!r}.")
         return self.cache_factory(KVCacheSpec(n_layer=c.n_layer, batch=batch, n_head=c.n_head,
                                               head_dim=c.head_dim, max_len=max_len,
                                               dtype=self.wte.weight.dtype, device=self.device))
