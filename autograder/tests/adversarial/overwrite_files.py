@@ -10,7 +10,7 @@ import course
 EXPECT = {"max_score": 0, "output_has": ["TRIED"], "output_not": ["WROTE"]}
 
 REPO = Path(sys.executable).resolve().parents[2]
-GUESSES = [Path("/work/main"), Path(sys.prefix).parent, REPO]
+GUESSES = [Path(course.__file__).resolve().parent.parent, Path(sys.prefix).parent, REPO]
 targets = []
 for root in GUESSES:
     targets += [root / "autograder" / "graders" / "lab00.py", root / "autograder" / "reference" / "lab00.py",

@@ -16,7 +16,7 @@ EXPECT = {"max_score": 0, "output_not": ["LEAK"], "output_has": ["BLOCKED"]}
 
 REPO = Path(sys.executable).resolve().parents[2]
 STAGE = Path(course.__file__).resolve().parent.parent
-PATHS = [REPO / "autograder" / "reference" / "lab00.py", Path("/work/main/autograder/reference/lab00.py"),
+PATHS = [REPO / "autograder" / "reference" / "lab00.py", STAGE / "autograder" / "reference" / "lab00.py",
          STAGE / "autograder" / "graders" / "lab00.py", REPO / "solutions" / "lab00" / "lab00.ipynb",
          REPO / "autograder" / "variants" / "lab00" / "correct_python_loop.py"]
 found = {}

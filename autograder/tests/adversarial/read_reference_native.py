@@ -4,13 +4,15 @@ namespace) stops this; without root it is the documented residual risk."""
 import sys
 from pathlib import Path
 
+import course
+
 import torch
 
 EXPECT = {"max_score": 0, "output_not": ["LEAK"], "needs_os": True}
 
 REPO = Path(sys.executable).resolve().parents[2]
 fn = None
-for p in (REPO / "autograder" / "reference" / "lab00.py", Path("/work/main/autograder/reference/lab00.py")):
+for p in (REPO / "autograder" / "reference" / "lab00.py", Path(course.__file__).resolve().parent.parent / "autograder" / "reference" / "lab00.py"):
     for size in range(200, 20000, 1):
         try:
             data = bytes(torch.UntypedStorage.from_file(str(p), False, size))
