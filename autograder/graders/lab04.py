@@ -15,8 +15,10 @@ recompute every expectation with autograder/reference/lab04.py.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import torch
 
@@ -176,32 +178,65 @@ def _ids(tokens):
 
 # ---------------------------------------------------------------- the shipped model
 
+@contextlib.contextmanager
+def _one_thread():
+    """Run the tiny model on one CPU thread, and restore the caller's setting after.
+
+    A 1M-parameter model gains nothing from a second thread, and on a busy
+    2-core machine a descheduled worker thread can stall each call by 100+ ms.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _on_one_thread(fn):
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _one_thread():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+class _HFForward:
+    """The transformers model as a plain callable: ids (1, T) -> logits (1, T, V)."""
+
+    def __init__(self, hf):
+        self.hf = hf
+
+    @torch.no_grad()
+    def __call__(self, input_ids):
+        return self.hf(input_ids).logits
+
+
+SHIPPED_PROMPT = 1   # LAB_PROMPTS[1], a tool-call prompt of more than a dozen tokens
+
+
 @lru_cache(maxsize=1)
 def _shipped():
-    """(forward, decoder, prompt ids) of the shipped tiny model, loaded once."""
-    from transformers import GPT2Config, GPT2LMHeadModel  # placeholder until the course decoder lands
+    """(forward, decoder, prompt ids) of the shipped tiny model on the CPU, loaded once.
 
-    torch.manual_seed(0)
-    hf = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=512)).eval()
+    forward is the transformers model itself, decoder the course's CourseDecoder
+    with the same weights: a cached loop on the one must give the tokens of an
+    uncached loop on the other.
+    """
+    from course.decoder import CourseDecoder
+    from course.tiny_model import LAB_PROMPTS, load_tiny_model
 
-    class _Decoder:
-        @torch.no_grad()
-        def __call__(self, ids):
-            return hf(ids).logits
+    from transformers.utils import logging as hf_logging
 
-        @torch.no_grad()
-        def prefill(self, ids):
-            out = hf(ids, use_cache=True)
-            return out.logits, out.past_key_values
-
-        @torch.no_grad()
-        def decode(self, ids, kv):
-            out = hf(ids, past_key_values=kv, use_cache=True)
-            return out.logits, out.past_key_values
-
-    dec = _Decoder()
-    prompt = [int(x) for x in torch.randint(0, 256, (12,), generator=torch.Generator().manual_seed(1))]
-    return dec, dec, prompt
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()          # no "Loading weights" bar in a test cell
+    try:
+        hf, tokenizer = load_tiny_model("cpu")
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    prompt = [int(t) for t in tokenizer.encode(LAB_PROMPTS[SHIPPED_PROMPT])]
+    return _HFForward(hf), CourseDecoder.from_pretrained(hf), prompt, int(tokenizer.eos_token_id)
 
 
 def shipped_forward():
@@ -214,6 +249,10 @@ def shipped_decoder():
 
 def shipped_prompt():
     return list(_shipped()[2])
+
+
+def shipped_eos():
+    return _shipped()[3]
 
 
 # ---------------------------------------------------------------- judging helpers
@@ -273,23 +312,24 @@ def _judge_changed(make_model, a_tokens, b_tokens, hint, atol=1e-5):
     return judge
 
 
-def _changed_tiny_inputs(position):
+def _changed_tiny_inputs(where):
     a = shipped_prompt()
+    position = len(a) // 2 if where == "middle" else len(a) - 1
     b = list(a)
     b[position] = (b[position] + 1) % 50  # a different, ordinary token
     return a, b
 
 
-def _probe_changed_tiny(position):
+def _probe_changed_tiny(where):
     def probe(ns):
-        a, b = _changed_tiny_inputs(position)
+        a, b = _changed_tiny_inputs(where)
         return _probe_changed(shipped_forward, a, b)(ns)
     return probe
 
 
-def _judge_changed_tiny(position, hint):
+def _judge_changed_tiny(where, hint):
     def judge(obs):
-        a, b = _changed_tiny_inputs(position)
+        a, b = _changed_tiny_inputs(where)
         _judge_changed(shipped_forward, a, b, hint)(obs)
     return judge
 
@@ -309,12 +349,12 @@ _TOY_B[2] = 8   # change position 2 of 6
 
 CHANGED = Test(LAB, "changed_positions_shows_causality",
                "changed_positions reports exactly the positions whose logits differ", (
-    Case("tiny_model_change_middle_token", 1, _probe_changed_tiny(5),
-         _judge_changed_tiny(5, "Run the model on both sequences and compare row t of the logits for every "
+    Case("tiny_model_change_middle_token", 1, _probe_changed_tiny("middle"),
+         _judge_changed_tiny("middle", "Run the model on both sequences and compare row t of the logits for every "
                                 "position t: max |a - b| > atol means t changed."),
          visible=True),
-    Case("change_last_token", 1, _probe_changed_tiny(11),
-         _judge_changed_tiny(11, "Only the last position can see the last token; include position T-1.")),
+    Case("change_last_token", 1, _probe_changed_tiny("last"),
+         _judge_changed_tiny("last", "Only the last position can see the last token; include position T-1.")),
     Case("identical_inputs_change_nothing", 1, _probe_changed(ToyCausalLM, TOY_PROMPT, TOY_PROMPT),
          _judge_changed(ToyCausalLM, TOY_PROMPT, TOY_PROMPT, "Equal inputs give equal logits: return [].")),
     Case("non_causal_model_changes_everywhere", 1, _probe_changed(ToyBidirectionalLM, TOY_PROMPT, _TOY_B),
@@ -404,12 +444,12 @@ UNCACHED = Test(LAB, "generate_uncached_recomputes",
 
 # ================================================================= generate_cached
 
-def _probe_cached(tokens, max_new, eos=None, *, shipped=False, stream=False):
+def _probe_cached(tokens, max_new, eos=None, *, stream=False):
     def probe(ns):
         fn = function(ns, "generate_cached")
-        ids = _ids(shipped_prompt() if shipped else tokens)
+        ids = _ids(tokens)
         before = ids.clone()
-        decoder = Recorder(shipped_decoder() if shipped else ToyCausalLM())
+        decoder = Recorder(ToyCausalLM())
         if stream:
             out = fn(decoder, ids, max_new, eos, on_token=lambda t: decoder.events.append(["token", t]))
         else:
@@ -418,9 +458,9 @@ def _probe_cached(tokens, max_new, eos=None, *, shipped=False, stream=False):
     return probe
 
 
-def _expected_cached(tokens, max_new, eos=None, *, shipped=False, stream=False):
-    decoder = Recorder(shipped_decoder() if shipped else ToyCausalLM())
-    prompt = _ids(shipped_prompt() if shipped else tokens)
+def _expected_cached(tokens, max_new, eos=None, *, stream=False):
+    decoder = Recorder(ToyCausalLM())
+    prompt = _ids(tokens)
     on_token = (lambda t: decoder.events.append(["token", t])) if stream else None
     out = ref.generate_cached(decoder, prompt, max_new, eos, on_token=on_token)
     return out, decoder.events
@@ -449,15 +489,32 @@ def _judge_cached_calls(tokens, max_new, eos=None, *, hint, stream=False):
     return judge
 
 
-def _judge_cached_tiny(obs):
-    _no_raise(obs["tokens"], "generate_cached")
-    got = _token_list(obs["tokens"], "generate_cached")
-    expected = ref.generate_uncached(shipped_forward(), _ids(shipped_prompt()), 16)
-    if got != expected:
-        raise Fail("on the tiny model, the cached loop's tokens differ from the uncached loop's",
-                   expected=expected, got=got,
-                   hint="Prefill the prompt once, then feed decode() only the newest token together with the "
-                        "kv it returned last time.")
+def _probe_cached_tiny(max_new, with_eos):
+    def probe(ns):
+        fn = function(ns, "generate_cached")
+        decoder = Recorder(shipped_decoder())
+        out = fn(decoder, _ids(shipped_prompt()), max_new, shipped_eos() if with_eos else None)
+        return {"tokens": out, "events": decoder.events}
+    return probe
+
+
+def _judge_cached_tiny(max_new, with_eos):
+    def judge(obs):
+        got = _token_list(obs["tokens"], "generate_cached")
+        eos = shipped_eos() if with_eos else None
+        # expected: the recompute-everything loop on the transformers model with the same weights
+        expected = ref.generate_uncached(shipped_forward(), _ids(shipped_prompt()), max_new, eos)
+        if got != expected:
+            raise Fail("on the tiny model, the cached loop's tokens differ from the uncached loop's",
+                       expected=expected, got=got,
+                       hint="Prefill the prompt once, then feed decode() only the newest token together with the "
+                            "kv it returned last time; stop right after EOS.")
+        n_decodes = sum(1 for kind, _ in obs["events"] if kind == "decode")
+        if n_decodes != len(expected) - 1:
+            raise Fail(f"made {n_decodes} decode calls for {len(expected)} tokens",
+                       expected=len(expected) - 1, got=n_decodes,
+                       hint="Prefill gives the first token; each further token needs exactly one decode call.")
+    return judge
 
 
 def _probe_cached_bad(max_new):
@@ -496,7 +553,8 @@ CACHED = Test(LAB, "generate_cached_prefills_once",
          _judge_cached_calls(TOY_PROMPT, 4, stream=True,
                              hint="Call on_token(token) as soon as a token is chosen, before the decode "
                                   "call that computes the next one.")),
-    Case("tiny_model_same_tokens_as_uncached", 2, _probe_cached(None, 16, shipped=True), _judge_cached_tiny),
+    Case("tiny_model_same_tokens_as_uncached", 2, _probe_cached_tiny(16, False), _judge_cached_tiny(16, False)),
+    Case("tiny_model_tool_call_ends_on_eos", 1, _probe_cached_tiny(48, True), _judge_cached_tiny(48, True)),
     Case("rejects_bad_max_new_tokens", 1, _probe_cached_bad(-1),
          lambda obs: _must_raise(obs, "max_new_tokens", "-1")),
 ))
@@ -647,4 +705,13 @@ SERVE = Test(LAB, "serve_request_measures_from_arrival",
          lambda obs: _must_raise(obs, "arrival_time", "12.5")),
 ))
 
-TESTS = [CHANGED, UNCACHED, CACHED, METRICS, SERVE]
+
+
+def _single_threaded(test: Test) -> Test:
+    """Every probe and judge of `test`, run on one CPU thread (see _one_thread)."""
+    cases = tuple(dataclasses.replace(c, probe=_on_one_thread(c.probe), judge=_on_one_thread(c.judge))
+                  for c in test.cases)
+    return dataclasses.replace(test, cases=cases)
+
+
+TESTS = [_single_threaded(t) for t in (CHANGED, UNCACHED, CACHED, METRICS, SERVE)]
