@@ -214,7 +214,9 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
             summary.skipped.append(e.student)
 
     if todo:
-        hide = [str(out.resolve())] + sorted({str(e.path.resolve().parent) for e in todo})
+        # the output folder and the folder holding all submissions (other students' work)
+        parents = sorted({str(e.path.resolve().parent) for e in todo})
+        hide = [str(out.resolve()), os.path.commonpath(parents)]
         runtime = Runtime(lab, sandbox=Sandbox.detect(sandbox), hide=tuple(hide))
         slots = threading.local()
         counter = iter(range(10_000))

@@ -19,8 +19,56 @@ Student stdout/stderr go to a capture file, so a printed "passed" line is only t
 
 A child that exits, crashes, hangs or runs out of memory costs the case it was running
 (0 points, with a message); a new child is started for the remaining cases, and a cell
-that killed the child during setup is skipped in the next one. See autograder/README or
-`grade_isolated` for the time limits.
+that killed the child during setup is skipped in the next one. Limits (class Limits):
+per case, per Test (probe time only), per cell, per submission; RLIMIT_AS (default 4 GiB:
+torch + matplotlib need ~0.9 GiB of address space), RLIMIT_FSIZE, RLIMIT_CPU, no core files.
+
+What protects the grade
+-----------------------
+Always (any user, any OS with Python's audit hooks):
+  * judging happens in the parent; the child gets only (test, case) names. Observations
+    come back as JSON (never pickle) and are judged like any other value, so forging the
+    channel, printing "PASS" lines or returning objects that cheat == (core.to_plain
+    refuses subclasses of int/float/list/...) earns nothing;
+  * `autograder.reference` is a stub in the child, and after the graders are imported
+    `autograder.graders/reference/...` are removed from sys.modules and blocked by a
+    meta-path hook and by the audit hook's `import` event;
+  * an audit hook (sys.addaudithook: Python code cannot remove it; its policy is bound in
+    closures, not module globals) allows reading only the interpreter, site-packages, the
+    staged course library and fixtures, system folders and the child's own scratch and
+    /proc/self; writing only in the scratch folder; and refuses subprocesses, fork/exec,
+    os.kill, symlinks/hard links, sockets, gc.get_objects/referrers, sys.settrace,
+    setrlimit, ctypes symbol lookup and foreign calls (`_posixsubprocess.fork_exec`, which
+    raises no audit event, is replaced);
+  * library namespaces (builtins, torch, torch.Tensor, numpy, math, course.*, autograder.core,
+    the grader module) are snapshotted before student code runs: whatever the notebook
+    replaced is put back before each case, and a case during which something is replaced
+    scores 0 ("tampered");
+  * a clean environment (no parent variables), HOME/TMPDIR in the scratch folder, a new
+    session, PR_SET_PDEATHSIG (children die with the grader), stdin from /dev/null.
+As root (Gradescope, Docker, CI) in addition:
+  * each child drops to its own uid (61000 + worker slot): it cannot write the repository,
+    read root-only files, signal the grader or other children, or read the staged graders
+    (mode 0700, imported before the drop);
+  * if `unshare --mount` works, a private mount namespace covers the grader sources,
+    solutions/, .git, the gradebook and the instructor's input/output folders with empty
+    read-only tmpfs mounts (and covers e.g. /root, binding back only the interpreter).
+Residual risks (documented, not prevented):
+  * without root, native code can read any file the grading user can read: e.g.
+    torch.UntypedStorage.from_file (a C++ reader the audit hook never sees) can read
+    autograder/reference/*.py (test_adversarial skips that attack then);
+  * probes run in the student's process, so facts a probe measures there (an input left
+    unchanged, a call counter on an object handed to the student's function) can be forged
+    by code that tampers with those objects; outputs cannot be forged without knowing the
+    expected values, which never enter the child;
+  * the judges' source (probe.__globals__ reaches the grader module) is in the child's
+    memory, so hidden case inputs can be inspected; judges must compute expected values with
+    the reference rather than embed them as constants;
+  * course.* is importable by students by design (later labs build on it), so a course
+    module that implements an exercise (e.g. course.generation for lab03) is available;
+  * nbgrader's in-kernel harness has none of this: a notebook that replaces
+    autograder.kernel.grade gets full marks under `nbgrader autograde` (measured in
+    test_isolation); os.kill(-1, ...) there would kill every process of the user.
 """
 from __future__ import annotations
 
@@ -213,30 +261,35 @@ class Runtime:
                 for name in filenames:
                     os.chown(os.path.join(dirpath, name), 0, 0)
 
+    def _protected(self) -> list[Path]:
+        return [self.stage, self.base, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+                Path(sys.executable).resolve().parent]
+
+    def _hideable(self, paths) -> list[str]:
+        """Existing folders among `paths` that do not contain the interpreter or the runtime
+        (hiding those would stop the child from starting)."""
+        keep = set()
+        for c in paths:
+            try:
+                c = Path(c).resolve()
+            except OSError:
+                continue
+            if not c.is_dir() or any(p == c or c in p.parents for p in self._protected()):
+                continue
+            keep.add(str(c))
+        return sorted(keep)
+
     def hidden_paths(self) -> list[str]:
         """Folders a mount-namespace child sees as empty: grader sources, solutions, git
         history, the gradebook, and the instructor's input/output folders."""
-        cands = [self.root / h for h in HIDDEN_UNDER_ROOT] + [Path(p) for p in self.extra_hidden]
-        keep = set()
-        protect = [self.stage, self.base, Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent]
-        for c in cands:
-            try:
-                c = c.resolve()
-            except OSError:
-                continue
-            if not c.is_dir():
-                continue
-            # never hide the interpreter or the runtime (a folder that contains them stays visible)
-            if any(p == c or c in p.parents for p in protect):
-                continue
-            keep.add(str(c))
+        keep = self._hideable([self.root / h for h in HIDDEN_UNDER_ROOT] + list(self.extra_hidden))
         # a folder inside another hidden folder is hidden with it (and cannot be mounted on)
-        return sorted(k for k in keep if not any(o != k and k.startswith(o + os.sep) for o in keep))
+        return [k for k in keep if not any(o != k and k.startswith(o + os.sep) for o in keep)]
 
     def denied_paths(self) -> list[str]:
         """Paths the Python-level policy never lets a child read (even inside allowed prefixes)."""
-        out = {str((self.root / h).resolve()) for h in HIDDEN_UNDER_ROOT}
-        out |= set(self.extra_hidden)
+        out = set(self._hideable([self.root / h for h in HIDDEN_UNDER_ROOT] + list(self.extra_hidden)))
+        out |= {str((self.root / h).resolve()) for h in HIDDEN_UNDER_ROOT}
         out.add(str(self.stage / "autograder"))
         return sorted(out)
 
@@ -1282,27 +1335,23 @@ def _child_setup(init, send):
     import resource
 
     # ---- 1. hide folders (root inside a private mount namespace)
-    def mount(*args):
-        r = subprocess.run(["mount", *args], capture_output=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"mount {' '.join(args)} failed: {r.stderr.decode(errors='replace')}")
-
+    import shlex
+    script = []
     for k, (folder, paths) in enumerate(init.get("expose", [])):
         keep = []
         for j, p in enumerate(paths):
             tmp = os.path.join(init["ctl"], f"expose-{k}-{j}")
-            os.mkdir(tmp)
-            mount("--bind", p, tmp)
+            script += [f"mkdir {shlex.quote(tmp)}", f"mount --bind {shlex.quote(p)} {shlex.quote(tmp)}"]
             keep.append((p, tmp))
-        mount("-t", "tmpfs", "-o", "nosuid,nodev,size=64k,mode=755", "l2ft-cover", folder)
+        script.append(f"mount -t tmpfs -o nosuid,nodev,size=64k,mode=755 l2ft-cover {shlex.quote(folder)}")
         for p, tmp in keep:
-            os.makedirs(p, exist_ok=True)
-            mount("--move", tmp, p)
+            script += [f"mkdir -p {shlex.quote(p)}", f"mount --move {shlex.quote(tmp)} {shlex.quote(p)}"]
     for p in init.get("hide", []):
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec,size=4k,mode=000",
-                            "l2ft-hidden", p], capture_output=True)
+        script.append(f"mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=000 l2ft-hidden {shlex.quote(p)}")
+    if script:   # one shell for all of them: a mount costs a process start
+        r = subprocess.run(["/bin/sh", "-ec", "\n".join(script)], capture_output=True)
         if r.returncode != 0:
-            raise RuntimeError(f"could not hide {p}: {r.stderr.decode(errors='replace')}")
+            raise RuntimeError(f"could not set up the mount namespace: {r.stderr.decode(errors='replace')}")
 
     # ---- 2. trusted imports: torch, course, the lab's probes (reference stubbed)
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()

@@ -4,10 +4,11 @@ import sys
 
 EXPECT = {"max_score": 0, "problem": "crashed"}
 
+NESTED = []
+for _ in range(300_000):
+    NESTED = [NESTED]
+
 
 def greedy_token(logits):
     sys.setrecursionlimit(10 ** 7)
-    nested = []
-    for _ in range(300_000):
-        nested = [nested]
-    return len(repr(nested))
+    return len(repr(NESTED))
