@@ -822,6 +822,16 @@ def grade_isolated(sub: Submission, runtime: Runtime, *, limits: Limits | None =
             except _HarnessFailure as e:
                 outputs.append(c.output())
                 c.cleanup()
+                if "could not set up the mount namespace" in str(e) and runtime.sandbox.mount_ns:
+                    # this machine allows unshare but not these mounts: go on without them
+                    # (uid drop and the Python-level policy still apply), and say so
+                    runtime.sandbox.mount_ns = False
+                    runtime.sandbox.expose = []
+                    if runtime.sandbox.uid_base is not None and _exposures(_interpreter_paths()):
+                        runtime.sandbox.uid_base = None
+                    out.sandbox = runtime.sandbox.describe()
+                    out.sandbox["mount_namespace_failed"] = str(e).strip().splitlines()[-1][:300]
+                    continue
                 raise
             except (_Died, _TimedOut) as e:
                 outputs.append(c.output())
