@@ -57,43 +57,121 @@ def with_solution_code(lab: str, code_by_cell: dict[str, str], *, first: str | N
     return nb
 
 
+REFERENCE = "autograder.reference"
+
+
+def _public(lab: str) -> set[str]:
+    import importlib
+    mod = importlib.import_module(f"{REFERENCE}.{lab}")
+    names = getattr(mod, "__all__", None)
+    return set(names) if names else {n for n in vars(mod) if not n.startswith("_")}
+
+
+class _InlineReference(ast.NodeTransformer):
+    """Imports of autograder.reference.* become reads of a copy the notebook itself defines
+    (a student cannot import the reference in the standalone grader; they could paste it)."""
+
+    def __init__(self):
+        self.labs: set[str] = set()
+        self.provided: set[str] = set()
+
+    def _ref(self, lab: str) -> ast.expr:
+        self.labs.add(lab)
+        return ast.Name(f"_ref_{lab}", ast.Load())
+
+    def visit_ImportFrom(self, node):
+        mod = node.module or ""
+        if mod == REFERENCE:
+            return [ast.Assign([ast.Name(a.asname or a.name, ast.Store())], self._ref(a.name)) for a in node.names]
+        if mod.startswith(REFERENCE + "."):
+            lab = mod.split(".")[2]
+            out = []
+            for a in node.names:
+                if a.name == "*":
+                    self.provided |= _public(lab)
+                    out.append(ast.parse(f"globals().update({{_k: _v for _k, _v in vars(_ref_{lab}).items() "
+                                         f"if _k in {sorted(_public(lab))!r}}})").body[0])
+                    self._ref(lab)
+                else:
+                    self.provided.add(a.asname or a.name)
+                    out.append(ast.Assign([ast.Name(a.asname or a.name, ast.Store())],
+                                          ast.Attribute(self._ref(lab), a.name, ast.Load())))
+            return out
+        return node
+
+    def visit_Import(self, node):
+        keep, out = [], []
+        for a in node.names:
+            if a.name.startswith(REFERENCE + ".") and a.asname:
+                out.append(ast.Assign([ast.Name(a.asname, ast.Store())], self._ref(a.name.split(".")[2])))
+            else:
+                keep.append(a)
+        if keep:
+            out.insert(0, ast.Import(keep))
+        return out
+
+
+def _prelude(labs) -> str:
+    lines = ["import types as _types"]
+    for lab in sorted(labs):
+        src = (ROOT / "autograder" / "reference" / f"{lab}.py").read_text(encoding="utf-8")
+        lines += [f"_ref_{lab} = _types.ModuleType({lab + '_reference_copy'!r})",
+                  f"exec(compile({src!r}, {'<' + lab + ' reference copy>'!r}, 'exec'), _ref_{lab}.__dict__)"]
+    return "\n".join(lines)
+
+
 def from_source(lab: str, source: str, *, root: Path | None = None) -> nbformat.NotebookNode:
-    """Spread a Python module's code over the release's solution cells by function name."""
+    """Spread a Python module's code over the release's solution cells by function name.
+
+    Each top-level def/class goes into the solution cell whose stub defines that name;
+    everything else (imports, helpers, constants) goes first, into the first solution cell.
+    Imports of autograder.reference (variants reuse the reference for the functions they
+    do not break) are replaced by a copy of the reference pasted into the first cell, and
+    a solution cell whose functions all come from it holds `pass`; a cell the variant has
+    nothing for keeps its stub."""
     nb = copy.deepcopy(release(lab, root))
     cells = solution_cells(nb)
-    owner = {}
+    owner, stubs = {}, {}
     for cell in cells:
-        for name in _stub_names(cell):
-            owner.setdefault(name, cell.metadata["nbgrader"]["grade_id"])
+        gid = cell.metadata["nbgrader"]["grade_id"]
+        stubs[gid] = _stub_names(cell)
+        for name in stubs[gid]:
+            owner.setdefault(name, gid)
     tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
+    body = list(tree.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # module docstring
+    body = [n for n in body if not (isinstance(n, ast.Assign) and
+                                    any(isinstance(t, ast.Name) and t.id == "EXPECT_FAIL" for t in n.targets))]
+    inliner = _InlineReference()
+    body = [inliner.visit(n) for n in body]
+    flat = []
+    for n in body:
+        flat += n if isinstance(n, list) else [n]
     shared, per_cell = [], {}
-
-    def text(node):
-        start = node.lineno - 1
-        if getattr(node, "decorator_list", None):
-            start = min(d.lineno for d in node.decorator_list) - 1
-        return "".join(lines[start:node.end_lineno])
-
-    for node in tree.body:
-        if isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) \
-                and isinstance(node.value.value, str) and node is tree.body[0]:
-            continue  # module docstring
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EXPECT_FAIL"
-                                                for t in node.targets):
-            continue
+    if inliner.labs:
+        shared.append(_prelude(inliner.labs))
+    for node in flat:
+        ast.fix_missing_locations(node)
+        text = ast.unparse(node)
         name = getattr(node, "name", None)
         if name in owner:
-            per_cell.setdefault(owner[name], []).append(text(node))
+            per_cell.setdefault(owner[name], []).append(text)
         else:
-            shared.append(text(node))
+            shared.append(text)
     for i, cell in enumerate(cells):
         gid = cell.metadata["nbgrader"]["grade_id"]
         parts = (shared if i == 0 else []) + per_cell.get(gid, [])
-        if gid in per_cell or (i == 0 and shared):
-            if gid not in per_cell:      # keep the stub next to the shared code
-                parts.append(cell.source)
-            cell.source = "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+        if gid not in per_cell:
+            provided = bool(stubs[gid]) and set(stubs[gid]) <= inliner.provided
+            if not provided and not (i == 0 and shared):
+                continue                      # nothing for this cell: the stub stays
+            if not provided:
+                parts.append(cell.source)     # keep the stub next to the shared code
+            elif not parts:
+                parts = ["pass"]
+        cell.source = "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
     return nb
 
 
