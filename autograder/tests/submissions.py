@@ -195,11 +195,11 @@ def write(nb, path: Path) -> Path:
 
 # ---------------------------------------------------------------- the real nbgrader, for comparisons
 
-def nbgrader_autograde(lab: str, submissions: dict, workdir: Path, *, timeout: float = 1800,
-                       start_only: bool = False):
-    """Autograde `submissions` ({student: notebook path}) with the real `nbgrader autograde`
-    in a scratch course at `workdir`. Returns {student: {grade cell id: score}} (or, with
-    start_only, a function that waits for the run and returns that)."""
+def nbgrader_autograde_many(plan: dict, workdir: Path, *, timeout: float = 1800, start_only: bool = False):
+    """Autograde {lab: {student: notebook}} with the real nbgrader CLI in ONE scratch course
+    at `workdir` (one generate_assignment and one autograde for all labs: nbgrader's start-up
+    costs more than a small notebook). Returns {lab: {student: {grade cell id: score}}}, or
+    with start_only a function that waits for the run and returns that."""
     import shutil
     import subprocess
     import sys
@@ -209,14 +209,17 @@ def nbgrader_autograde(lab: str, submissions: dict, workdir: Path, *, timeout: f
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "nbgrader_config.py", workdir / "nbgrader_config.py")
-    shutil.copytree(ROOT / "solutions" / lab, workdir / "solutions" / lab, dirs_exist_ok=True)
-    name = solution(lab).name
-    for student, path in submissions.items():
-        dest = workdir / "course" / "nbgrader" / "submitted" / student / lab / name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, dest)
-    cmd = (f"{sys.executable} -m nbgrader generate_assignment {lab} --force && "
-           f"{sys.executable} -m nbgrader autograde {lab} --force")
+    for lab, submissions in plan.items():
+        shutil.copytree(ROOT / "solutions" / lab, workdir / "solutions" / lab, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        name = solution(lab).name
+        for student, path in submissions.items():
+            dest = workdir / "course" / "nbgrader" / "submitted" / student / lab / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest)
+    py = sys.executable
+    cmd = (f"{py} -m nbgrader generate_assignment 'lab[0-9][0-9]' --force && "
+           f"{py} -m nbgrader autograde 'lab[0-9][0-9]' --force")
     proc = subprocess.Popen(["bash", "-c", cmd], cwd=workdir, env=nbgrader_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -224,12 +227,37 @@ def nbgrader_autograde(lab: str, submissions: dict, workdir: Path, *, timeout: f
         from nbgrader.api import Gradebook
         out, _ = proc.communicate(timeout=timeout)
         if proc.returncode != 0:
-            raise RuntimeError(f"nbgrader failed for {lab}:\n{out[-4000:]}")
-        scores = {}
+            raise RuntimeError(f"nbgrader failed for {sorted(plan)}:\n{out[-4000:]}")
+        scores: dict = {}
         with Gradebook("sqlite:///" + str(workdir / "course" / "nbgrader" / "gradebook.db")) as gb:
-            for student in submissions:
-                sub = gb.find_submission(lab, student)
-                scores[student] = {g.name: float(g.score) for nb in sub.notebooks for g in nb.grades}
+            for lab, submissions in plan.items():
+                for student in submissions:
+                    sub = gb.find_submission(lab, student)
+                    scores.setdefault(lab, {})[student] = {g.name: float(g.score) for nb in sub.notebooks
+                                                           for g in nb.grades}
         return scores
 
     return finish if start_only else finish()
+
+
+def nbgrader_autograde(lab: str, submissions: dict, workdir: Path, **kw):
+    """nbgrader_autograde_many for one lab: {student: {grade cell id: score}}."""
+    if kw.get("start_only"):
+        wait = nbgrader_autograde_many({lab: submissions}, workdir, **kw)
+        return lambda: wait()[lab]
+    return nbgrader_autograde_many({lab: submissions}, workdir, **kw)[lab]
+
+
+def without_demos(nb) -> nbformat.NotebookNode:
+    """The notebook without its demo cells (locked code cells that are neither setup,
+    solution nor graded): what grades it does not change, and nbgrader runs it faster."""
+    from autograder.notebook import is_setup
+    nb = copy.deepcopy(nb)
+    keep = []
+    for c in nb.cells:
+        m = c.metadata.get("nbgrader", {})
+        if c.cell_type == "code" and m and not (m.get("solution") or m.get("grade") or is_setup(c)):
+            continue
+        keep.append(c)
+    nb.cells = keep
+    return nb
