@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograder import reports
-from autograder.batch import BatchError, Entry, discover, grade_batch, student_of
+from autograder.batch import BatchError, discover, grade_batch, student_of
 from autograder.release import nbgrader_env
 from autograder.tests.submissions import from_variant, solution, write
 

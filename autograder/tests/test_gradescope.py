@@ -13,7 +13,7 @@ import pytest
 
 from autograder import reports
 from autograder.gradescope import build_bundle, requirements
-from autograder.tests.submissions import from_variant, solution, write
+from autograder.tests.submissions import from_variant, write
 
 ROOT = Path(__file__).resolve().parents[2]
 
