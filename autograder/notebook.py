@@ -35,7 +35,9 @@ def read(path) -> nbformat.NotebookNode:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise NotebookError(f"{path.name} is not valid notebook JSON ({e}).") from None
-    if not isinstance(raw, dict) or raw.get("nbformat") != 4:
+    if not isinstance(raw, dict):
+        raise NotebookError(f"{path.name} is not a notebook: its JSON is a {type(raw).__name__}, not an object.")
+    if raw.get("nbformat") != 4:
         raise NotebookError(f"{path.name} is not an nbformat-4 notebook (nbformat={raw.get('nbformat')!r}).")
     try:
         return nbformat.from_dict(raw)

@@ -74,3 +74,15 @@ def test_kernel_harness_reports_partial_credit(capsys, monkeypatch):
     summary = check("labX", "t", {})
     assert summary.all_passed and "1/1 visible" in repr(summary)
     assert run_test(t, {}, visible_only=True).max_score == 1
+
+
+def test_notebook_read_names_what_is_wrong(tmp_path):
+    from autograder.notebook import NotebookError, read
+    bad = tmp_path / "list.ipynb"
+    bad.write_text("[1, 2, 3]")
+    with pytest.raises(NotebookError, match="its JSON is a list, not an object"):
+        read(bad)
+    old = tmp_path / "v3.ipynb"
+    old.write_text('{"nbformat": 3, "worksheets": []}')
+    with pytest.raises(NotebookError, match="nbformat=3"):
+        read(old)
