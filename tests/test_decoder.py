@@ -12,14 +12,7 @@ from course.tiny_model import TINY_MODEL_DIR
 ATOL = 1e-4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """A 1M-parameter model runs fastest on one thread (and does not fight
-    other processes for the cores); restore the setting for other modules."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # fixture in conftest.py
 
 
 @pytest.fixture(scope="module")

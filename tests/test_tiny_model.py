@@ -19,14 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 MARGIN = 0.07   # one prompt in 16 may flip on other hardware or library versions
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """A 1M-parameter model runs fastest on one thread (and does not fight
-    other processes for the cores); restore the setting for other modules."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # fixture in conftest.py
 
 
 @pytest.fixture(scope="module")
