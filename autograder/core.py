@@ -182,6 +182,17 @@ def is_raised(plain: Any) -> bool:
 
 # ---------------------------------------------------------------- judging helpers
 
+def equal_mask(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise exact equality where NaN equals NaN (and each infinity itself)."""
+    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when `a` and `b` have the same shape and exactly the same values, NaN
+    matching NaN: how probes tell whether the student changed an input in place."""
+    return tuple(a.shape) == tuple(b.shape) and bool(equal_mask(a, b).all())
+
+
 def close(got: torch.Tensor, expected: torch.Tensor, *, atol=1e-5, rtol=1e-5, what="the result", hint=None):
     """Raise Fail unless `got` matches `expected` in shape and values (NaN == NaN)."""
     if tuple(got.shape) != tuple(expected.shape):
@@ -190,8 +201,7 @@ def close(got: torch.Tensor, expected: torch.Tensor, *, atol=1e-5, rtol=1e-5, wh
     g, e = got.double(), expected.double()
     if not torch.allclose(g, e, atol=atol, rtol=rtol, equal_nan=True):
         # equal entries (including equal infinities and NaN == NaN) count as no difference
-        same = (g == e) | (g.isnan() & e.isnan())
-        diff = torch.where(same, torch.zeros_like(g), (g - e).abs().nan_to_num(nan=math.inf))
+        diff = torch.where(equal_mask(g, e), torch.zeros_like(g), (g - e).abs().nan_to_num(nan=math.inf))
         idx = int(diff.argmax())
         raise Fail(f"{what} differs from the expected value (largest difference at flat index {idx})",
                    expected=_short(e.flatten()[idx]), got=_short(g.flatten()[idx]), hint=hint)

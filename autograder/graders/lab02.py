@@ -23,7 +23,7 @@ import torch
 
 import course
 
-from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, raised
+from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, raised, same_values
 from ..reference import lab02 as ref
 
 LAB = "lab02"
@@ -82,10 +82,6 @@ long_tail_masked = named("fixture 'long_tail' with all but 5 tokens at -inf", _l
 
 # ---------------------------------------------------------------- probing
 
-def _unchanged(a, b):
-    return bool(torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0))
-                and torch.equal(torch.isnan(a), torch.isnan(b)))
-
 
 def _calls_probe(name, calls):
     """Call the student's `name` on each (make_input, kwargs); record result, whether the
@@ -99,9 +95,9 @@ def _calls_probe(name, calls):
             try:
                 y = fn(x, **kwargs)
             except Exception as e:  # judged in the parent
-                out.append({"result": raised(e), "unchanged": _unchanged(x, before), "same_object": False})
+                out.append({"result": raised(e), "unchanged": same_values(x, before), "same_object": False})
                 continue
-            out.append({"result": y, "unchanged": _unchanged(x, before), "same_object": y is x})
+            out.append({"result": y, "unchanged": same_values(x, before), "same_object": y is x})
         return out
     return probe
 
