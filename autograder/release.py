@@ -24,6 +24,15 @@ def nbgrader_env() -> dict:
     return env
 
 
+def run_nbgrader(cwd, *args, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run the real `nbgrader ARGS...` in course root `cwd`; raise with its output if it fails."""
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=nbgrader_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
 def release_to(labs: list[str], out: Path) -> Path:
     """Generate `labs` into out/labs/labNN (a scratch course root). Returns out/labs."""
     out = Path(out)
@@ -35,10 +44,9 @@ def release_to(labs: list[str], out: Path) -> Path:
             raise ValueError(f"`lab` {lab!r} has no folder solutions/{lab}.")
         shutil.copytree(src, out / "solutions" / lab, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-        proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", lab, "--force"],
-                              cwd=out, env=nbgrader_env(), capture_output=True, text=True)
-        if proc.returncode != 0 or not (out / "labs" / lab).is_dir():
-            raise RuntimeError(f"nbgrader generate_assignment {lab} failed:\n{proc.stdout}\n{proc.stderr}")
+        proc = run_nbgrader(out, "generate_assignment", lab, "--force")
+        if not (out / "labs" / lab).is_dir():
+            raise RuntimeError(f"nbgrader generate_assignment {lab} wrote no labs/{lab}:\n{proc.stdout[-3000:]}")
     return out / "labs"
 
 

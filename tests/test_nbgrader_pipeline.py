@@ -10,25 +10,16 @@ Each lab gets its own scratch course root so labs run in parallel (one per core)
 import csv
 import os
 import shutil
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
 import pytest
 
-from autograder.release import nbgrader_env
+from autograder.release import run_nbgrader
 from notebooks import ROOT, lab_names
 
 STUDENTS = {"unsolved": "labs", "solved": "solutions"}
-
-
-def nbgrader(cwd, *args):
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=nbgrader_env(),
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
 
 
 def run_lab(lab, root):
@@ -36,14 +27,14 @@ def run_lab(lab, root):
     shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
     shutil.copytree(ROOT / "solutions" / lab, root / "solutions" / lab)
     sub = root / "course" / "nbgrader" / "submitted"
-    nbgrader(root, "generate_assignment", lab, "--force")
+    run_nbgrader(root, "generate_assignment", lab, "--force")
     for student, folder in STUDENTS.items():
         shutil.copytree(root / folder / lab, sub / student / lab)
     start = time.perf_counter()
-    nbgrader(root, "autograde", lab, "--force")
+    run_nbgrader(root, "autograde", lab, "--force")
     seconds = time.perf_counter() - start
-    nbgrader(root, "generate_feedback", lab, "--force")
-    nbgrader(root, "export", "--to", str(root / "grades.csv"))
+    run_nbgrader(root, "generate_feedback", lab, "--force")
+    run_nbgrader(root, "export", "--to", str(root / "grades.csv"))
     return seconds
 
 
