@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._checks import check_int, is_int
 from .kv_cache import KVCache, KVCacheSpec
 
 
@@ -38,9 +39,7 @@ class DecoderConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}.")
+            check_int(name, getattr(self, name), 1)
         if self.n_embd % self.n_head:
             raise ValueError(f"`n_embd` must be divisible by n_head={self.n_head}, got {self.n_embd}.")
 
@@ -103,10 +102,6 @@ class Block(nn.Module):
     def forward(self, x, layer, kv, mask):
         x = x + self.attn(self.ln_1(x), layer, kv, mask)         # (B, t, C)
         return x + self.mlp(self.ln_2(x))                         # (B, t, C)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class CourseDecoder(nn.Module):
@@ -218,9 +213,8 @@ class CourseDecoder(nn.Module):
         """A fresh cache from cache_factory for `batch` rows and up to `max_len` tokens."""
         c = self.config
         max_len = c.n_positions if max_len is None else max_len
-        if not _is_int(batch) or batch < 1:
-            raise ValueError(f"`batch` must be an integer >= 1, got {batch!r}.")
-        if not _is_int(max_len) or not 1 <= max_len <= c.n_positions:
+        check_int("batch", batch, 1)
+        if not is_int(max_len) or not 1 <= max_len <= c.n_positions:
             raise ValueError(f"`max_len` must be an integer in [1, {c.n_positions}], got {max_len!r}.")
         return self.cache_factory(KVCacheSpec(n_layer=c.n_layer, batch=batch, n_head=c.n_head,
                                               head_dim=c.head_dim, max_len=max_len,
@@ -301,9 +295,8 @@ class CourseDecoder(nn.Module):
         sequence at every step (same tokens, more work).
         """
         ids = self._check_ids("input_ids", input_ids)
-        if not _is_int(max_new_tokens) or max_new_tokens < 1:
-            raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")
-        if eos_token_id is not None and (not _is_int(eos_token_id) or not 0 <= eos_token_id < self.config.vocab_size):
+        check_int("max_new_tokens", max_new_tokens, 1)
+        if eos_token_id is not None and (not is_int(eos_token_id) or not 0 <= eos_token_id < self.config.vocab_size):
             raise ValueError(f"`eos_token_id` must be None or an integer in [0, {self.config.vocab_size}), "
                              f"got {eos_token_id!r}.")
         if not isinstance(use_cache, bool):

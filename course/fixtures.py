@@ -124,12 +124,3 @@ def _number(x) -> float:
     if isinstance(x, str):
         return _NONFINITE[x]
     return float(x)
-
-
-def encode_number(x: float):
-    """JSON form of one logit: finite numbers as numbers, others as strings."""
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x

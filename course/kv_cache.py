@@ -27,17 +27,14 @@ from dataclasses import dataclass
 
 import torch
 
-
-def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}.")
+from ._checks import check_int
 
 
 def kv_bytes_per_token(n_layer: int, n_head: int, head_dim: int, dtype_bytes: int) -> int:
     """Bytes one token occupies in the cache: a key and a value vector per head per layer."""
     for name, value in (("n_layer", n_layer), ("n_head", n_head), ("head_dim", head_dim),
                         ("dtype_bytes", dtype_bytes)):
-        _check_int(name, value, 1)
+        check_int(name, value, 1)
     return 2 * n_layer * n_head * head_dim * dtype_bytes
 
 
@@ -72,7 +69,7 @@ class KVCache:
     the whole layer's cache at every step (which grows with the context)."""
 
     def __init__(self, n_layer: int, device: str | torch.device = "cpu") -> None:
-        _check_int("n_layer", n_layer, 1)
+        check_int("n_layer", n_layer, 1)
         self.n_layer = n_layer
         self.device = torch.device(device)
         self.k: list[torch.Tensor | None] = [None] * n_layer   # per layer (B, H, T, D)
@@ -130,7 +127,7 @@ class StaticKVCache:
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
         for name, value in (("n_layer", n_layer), ("batch", batch), ("n_head", n_head),
                             ("max_len", max_len), ("head_dim", head_dim)):
-            _check_int(name, value, 1)
+            check_int(name, value, 1)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ValueError(f"`dtype` must be a floating torch.dtype, got {dtype!r}.")
         self.n_layer, self.batch, self.n_head = n_layer, batch, n_head
