@@ -22,18 +22,3 @@ def case_line(c) -> str:
 def test_text(r: TestResult, *, title: str | None = None) -> str:
     head = title or f"{r.lab} / {r.name}: {r.score:g} of {r.max_score:g} points"
     return "\n".join([head] + [case_line(c) for c in r.cases])
-
-
-def first_failure_text(r: TestResult) -> str:
-    c = r.first_failure()
-    if c is None:
-        return f"{r.name}: all {len(r.cases)} cases passed."
-    out = f"{r.name}: first failing case `{c.name}`"
-    if c.fixture:
-        out += f" (fixture `{c.fixture}`)"
-    out += f": {c.message}."
-    if c.expected is not None or c.got is not None:
-        out += f" Expected {describe(c.expected)}, got {describe(c.got)}."
-    if c.hint:
-        out += f" Hint: {c.hint}"
-    return out
