@@ -1,0 +1,191 @@
+"""The one way to write a grader: inputs, a recorded call, and judges.
+
+A grader file (autograder/graders/labNN.py) reads top-down:
+
+    API     = {"fn_name": "(a, b, *, c=None)", ...}   # the stub signatures in the release
+    inputs  = Input("fixture 'peaked'", lambda: (logits,), {"top_p": 0.9})
+    probes  = call_probe("fn_name", [inputs...])       # runs in the student's process
+    judges  = plain functions of the observation      # run where expected values live
+    TESTS   = [Test(LAB, "grade_id", "description", (Case(...), ...)), ...]
+
+Probe side (runs in the student's process; never sees expected values):
+    record(fn, args, kwargs)       -> {"result", "unchanged", "same_object"}
+    call_probe(name, inputs)       -> probe(ns) returning one record per input
+
+Judge side (raise Fail; never trust anything but the plain observation):
+    result_of(rec, call, hint)     the value, or a Fail that explains what was raised
+    rejects(rec, call, param, value, hint)
+                                   a ValueError naming `param` and showing `value`
+                                   in any reasonable form (repr, str, len, type)
+    unchanged(rec, call)           the inputs were not modified in place
+    close(got, expected, ...)      values equal within tolerance; NaN == NaN, inf == inf
+    explain(raised)                one sentence and a hint for an exception record
+    rejects_case(...)              a whole Case for a list of bad arguments
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .core import Case, Fail, as_tensor, close, describe, function, is_raised, raised, same_values
+
+__all__ = ["Input", "record", "call_probe", "result_of", "rejects", "unchanged", "close", "explain",
+           "rejects_case", "value_forms", "as_tensor", "describe", "Fail", "Case"]
+
+
+# ---------------------------------------------------------------- inputs
+
+@dataclass(frozen=True)
+class Input:
+    """One call's arguments, built fresh each time (so probe and judge see the same
+    values and a student's in-place change cannot leak into the next case).
+
+    label:  how messages name the input ("fixture 'peaked'", "a (3, 5) batch")
+    make:   () -> tuple of positional arguments
+    kwargs: keyword arguments (plain values)
+    """
+    label: str
+    make: Callable[[], tuple]
+    kwargs: dict = field(default_factory=dict)
+
+    def args(self) -> tuple:
+        out = self.make()
+        return out if isinstance(out, tuple) else (out,)
+
+    def call_text(self, fn_name: str) -> str:
+        parts = [f"<{self.label}>"] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{fn_name}({', '.join(parts)})"
+
+    def with_kwargs(self, **kwargs) -> "Input":
+        return Input(self.label, self.make, {**self.kwargs, **kwargs})
+
+
+# ---------------------------------------------------------------- probe side
+
+def record(fn: Callable, args: tuple = (), kwargs: dict | None = None) -> dict:
+    """Call fn(*args, **kwargs) and record what happened as plain-ready data:
+    the result (or the exception record), whether every tensor argument kept its
+    values, and whether the result is one of the argument objects."""
+    kwargs = kwargs or {}
+    watched = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    before = [a.clone() for a in watched]
+    try:
+        out = fn(*args, **kwargs)
+    except Exception as e:  # judged in the parent
+        return {"result": raised(e), "unchanged": all(same_values(a, b) for a, b in zip(watched, before)),
+                "same_object": False}
+    same = any(out is a for a in watched)
+    return {"result": out, "unchanged": all(same_values(a, b) for a, b in zip(watched, before)),
+            "same_object": same}
+
+
+def call_probe(fn_name: str, inputs: list[Input]) -> Callable[[dict], list]:
+    """A probe that calls the student's `fn_name` once per input and records each call."""
+    def probe(ns):
+        fn = function(ns, fn_name)
+        return [record(fn, i.args(), dict(i.kwargs)) for i in inputs]
+    probe.fn_name = fn_name
+    return probe
+
+
+# ---------------------------------------------------------------- judge side
+
+def explain(got: dict) -> tuple[str, str | None]:
+    """A sentence and a hint for an exception record from `raised()`."""
+    kind, msg = got["__raised__"], got["message"]
+    if kind == "NotImplementedError":
+        return ("is not implemented yet (the stub still raises NotImplementedError)",
+                "Replace `raise NotImplementedError()` with your solution.")
+    if kind == "TypeError" and ("argument" in msg or "positional" in msg):
+        return (f"could not be called as the contract says (TypeError: {msg})",
+                "Keep the parameter names and order of the stub's signature.")
+    if kind in ("RecursionError", "MemoryError"):
+        return (f"ran out of resources ({kind})", "Look for an unbounded loop or recursion.")
+    return (f"raised {kind}: {msg}", None)
+
+
+def result_of(rec: dict, call: str, hint: str | None = None, *, expected: Any = None) -> Any:
+    """The recorded result, or a Fail saying the call raised (and what that usually means)."""
+    got = rec["result"]
+    if is_raised(got):
+        sentence, generic = explain(got)
+        raise Fail(f"{call} {sentence}", expected=expected, got=describe(got), hint=generic or hint)
+    return got
+
+
+def value_forms(value: Any) -> list[str]:
+    """Ways a message may reasonably show `value`: repr, str, and for containers
+    their length; for floats a few roundings; for tensors their shape or dtype."""
+    forms = {repr(value), str(value)}
+    if isinstance(value, float):
+        if math.isnan(value):
+            forms |= {"nan", "NaN"}
+        elif math.isinf(value):
+            forms |= {"inf", "Infinity", "infinity"}
+        else:
+            forms |= {f"{value:g}", f"{value:.6g}", f"{value:.2f}"}
+    if isinstance(value, (list, tuple, dict, set, str)) and not isinstance(value, str):
+        forms.add(str(len(value)))
+    if isinstance(value, str):
+        forms.add(value.strip())
+    if isinstance(value, torch.Tensor):
+        forms |= {str(tuple(value.shape)), str(list(value.shape)), str(value.dtype),
+                  str(value.dtype).replace("torch.", "")}
+    forms.add(type(value).__name__)
+    return [f for f in forms if f]
+
+
+def rejects(rec: dict, call: str, param: str, value: Any, hint: str | None = None, *,
+            exc: str = "ValueError") -> None:
+    """The call must raise ValueError (or `exc`) whose message names `param` and
+    shows the value it got, in any reasonable form."""
+    got = rec["result"]
+    if not is_raised(got) or (exc == "ValueError" and not got.get("is_value_error")) \
+            or (exc != "ValueError" and got["__raised__"] != exc):
+        raise Fail(f"{call} should raise {exc} for `{param}`={value!r}", expected=exc,
+                   got=describe(got) if is_raised(got) else "it returned a result",
+                   hint=hint or f"Check `{param}` first and raise {exc} with a message naming it.")
+    msg = got["message"]
+    if param not in msg:
+        raise Fail(f"the error of {call} should name the parameter `{param}`",
+                   expected=f"a message naming `{param}`", got=msg,
+                   hint=f"Write it like: \"`{param}` must be ..., got {value!r}.\"")
+    if not any(form in msg for form in value_forms(value)):
+        raise Fail(f"the error of {call} should show the value it got ({value!r})",
+                   expected=f"a message showing {value!r}", got=msg,
+                   hint=f"End the message with \", got {{{param}!r}}.\" so the caller sees the bad value.")
+
+
+def unchanged(rec: dict, call: str, *, allow_same_object: bool = False) -> None:
+    """The call left its tensor inputs unchanged and returned a new object."""
+    if not rec.get("unchanged", True):
+        raise Fail(f"{call} changed a tensor it was given",
+                   hint="Never modify an input in place: use out-of-place ops (x / t, masked_fill, clone()).")
+    if rec.get("same_object") and not allow_same_object:
+        raise Fail(f"{call} returned its input tensor itself, not a new one",
+                   hint="Return a new tensor (clone() when nothing changes), so callers can change the "
+                        "result without changing the input.")
+
+
+def rejects_case(name: str, fn_name: str, bad: list[tuple[str, Input]], *, points: float = 1,
+                 hint: str | None = None, visible: bool = False, fixture: str | None = None) -> Case:
+    """A Case: each (param, input) must raise ValueError naming `param` and showing
+    the value input.kwargs[param] (or, for a positional parameter, the label)."""
+    inputs = [i for _, i in bad]
+
+    def judge(obs):
+        if not isinstance(obs, list) or len(obs) != len(bad):
+            raise Fail("the probe returned an unexpected observation", got=describe(obs))
+        for (param, inp), rec in zip(bad, obs):
+            value = inp.kwargs.get(param, inp.label)
+            rejects(rec, inp.call_text(fn_name), param, value, hint)
+
+    return Case(name, points, call_probe(fn_name, inputs), judge, visible=visible, fixture=fixture, hint=hint)
+
+
+def api_signatures(module) -> dict[str, str]:
+    """The API declaration of a grader module (`API = {name: "(signature)"}`)."""
+    return dict(getattr(module, "API", {}) or {})
