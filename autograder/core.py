@@ -225,9 +225,18 @@ def run_case(case: Case, ns: dict) -> CaseResult:
     except NotImplementedError:
         return _failed(case, "not implemented yet (the stub still raises NotImplementedError)",
                        hint="Replace `raise NotImplementedError()` with your solution.")
+    except RecursionError:
+        return _failed(case, "your code raised RecursionError (unbounded recursion)", hint=case.hint)
+    except MemoryError:
+        return _failed(case, "your code ran out of memory (MemoryError)", hint=case.hint)
     except Exception as e:  # the student's code raised where it should not
         where = _student_frame(e)
         return _failed(case, f"your code raised {type(e).__name__}: {e}{where}", hint=case.hint)
+    except SystemExit as e:  # sys.exit() in a probe must not end the grading (or the kernel's cell)
+        return _failed(case, f"your code called sys.exit({e.code}) while being graded",
+                       hint="Return a value (or raise an exception); never exit the interpreter.")
+    except BaseException as e:  # KeyboardInterrupt and friends raised by the student's code
+        return _failed(case, f"your code raised {type(e).__name__} while being graded", hint=case.hint)
     return judge_case(case, obs)
 
 

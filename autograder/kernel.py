@@ -15,7 +15,7 @@ import io
 import warnings
 
 from .core import get_tests, run_test
-from .report import test_text
+from .reports import test_text
 
 
 class CheckSummary:

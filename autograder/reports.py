@@ -19,11 +19,35 @@ import tempfile
 from pathlib import Path
 
 from .core import CaseResult, TestResult, describe
-from .report import case_line, test_text
 
 SCHEMA = 1
 ROOT = Path(__file__).resolve().parent.parent
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+
+# ---------------------------------------------------------------- text reports (every harness)
+
+def case_line(c) -> str:
+    """One case as the learner reads it: PASS/FAIL, points, and for a failure the
+    message, expected vs got, and the hint."""
+    mark = "PASS" if c.passed else "FAIL"
+    where = f" [fixture {c.fixture}]" if c.fixture else ""
+    head = f"  {mark} {c.name}{where} ({c.points:g}/{c.max_points:g})"
+    if c.passed:
+        return head
+    lines = [head, f"       {c.message}"]
+    if c.expected is not None or c.got is not None:
+        lines.append(f"       expected: {describe(c.expected)}")
+        lines.append(f"       got:      {describe(c.got)}")
+    if c.hint:
+        lines.append(f"       hint: {c.hint}")
+    return "\n".join(lines)
+
+
+def test_text(r: TestResult, *, title: str | None = None) -> str:
+    """A whole test's report: a title line with the score, then one line per case."""
+    head = title or f"{r.lab} / {r.name}: {r.score:g} of {r.max_score:g} points"
+    return "\n".join([head] + [case_line(c) for c in r.cases])
 
 
 # ---------------------------------------------------------------- versions and files
@@ -34,7 +58,7 @@ def grader_version(lab: str, root: Path | None = None) -> str:
     library, the fixtures and the release notebook (its locked setup cells run first)."""
     root = Path(root or ROOT)
     ag = root / "autograder"
-    files = [ag / "core.py", ag / "isolation.py", ag / "notebook.py",
+    files = [ag / "core.py", ag / "checks.py", ag / "toy_models.py", ag / "isolation.py", ag / "notebook.py",
              ag / "graders" / f"{lab}.py", ag / "reference" / f"{lab}.py"]
     for sub in ("graders", "reference"):
         files += [p for p in (ag / sub).glob("*.py") if not re.fullmatch(r"lab\d\d", p.stem)]

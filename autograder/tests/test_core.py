@@ -57,6 +57,21 @@ def test_run_case_turns_every_student_error_into_a_zero_with_a_message():
     assert "not implemented" in run_case(_case(stub), {}).message
 
 
+def test_run_case_fails_a_probe_that_exits_or_interrupts_and_goes_on():
+    """Under nbgrader a probe runs in the kernel: sys.exit() or a KeyboardInterrupt
+    raised by the student's code must be a failed case, not the end of grading."""
+    def exits(ns):
+        raise SystemExit(0)
+
+    def interrupts(ns):
+        raise KeyboardInterrupt()
+    t = Test("labX", "t", "demo", (_case(exits), _case(interrupts), Case("ok", 1, lambda ns: 1, lambda obs: None)))
+    r = run_test(t, {})
+    assert [c.passed for c in r.cases] == [False, False, True]
+    assert "sys.exit(0)" in r.cases[0].message and "KeyboardInterrupt" in r.cases[1].message
+    assert r.score == 1
+
+
 def test_a_broken_judge_still_gives_a_verdict():
     r = run_case(_case(lambda ns: 1, judge=lambda obs: obs["missing"]), {})
     assert not r.passed and "could not be checked" in r.message
