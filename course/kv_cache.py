@@ -19,7 +19,11 @@ calls `append` once per layer, in layer order. It builds caches through a factor
 
 Memory per token, for keys and values of every layer:
 
-    kv_bytes_per_token = 2 * n_layer * n_head * head_dim * dtype_bytes
+    kv_bytes_per_token = 2 * n_layer * n_kv_heads * head_dim * dtype_bytes
+
+n_kv_heads counts key/value heads, not query heads: equal to n_head for
+multi-head attention (GPT-2), fewer with grouped-query attention (Llama-3-8B:
+8 of 32), one with multi-query attention.
 """
 from __future__ import annotations
 
@@ -30,12 +34,14 @@ import torch
 from ._checks import check_int
 
 
-def kv_bytes_per_token(n_layer: int, n_head: int, head_dim: int, dtype_bytes: int) -> int:
-    """Bytes one token occupies in the cache: a key and a value vector per head per layer."""
-    for name, value in (("n_layer", n_layer), ("n_head", n_head), ("head_dim", head_dim),
+def kv_bytes_per_token(n_layer: int, n_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Bytes one token occupies in the cache: a key and a value vector per key/value
+    head per layer. Pass the model's key/value heads (config `num_key_value_heads`),
+    not its query heads: with grouped-query attention they differ."""
+    for name, value in (("n_layer", n_layer), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
                         ("dtype_bytes", dtype_bytes)):
         check_int(name, value, 1)
-    return 2 * n_layer * n_head * head_dim * dtype_bytes
+    return 2 * n_layer * n_kv_heads * head_dim * dtype_bytes
 
 
 @dataclass(frozen=True)

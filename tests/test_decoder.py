@@ -151,8 +151,9 @@ def test_changing_a_later_token_leaves_earlier_logits_unchanged(decoder):
 # ---------------------------------------------------------------- the caches
 
 def test_kv_bytes_per_token_formula():
-    assert kv_bytes_per_token(n_layer=4, n_head=4, head_dim=32, dtype_bytes=4) == 2 * 4 * 4 * 32 * 4
+    assert kv_bytes_per_token(n_layer=4, n_kv_heads=4, head_dim=32, dtype_bytes=4) == 2 * 4 * 4 * 32 * 4
     assert kv_bytes_per_token(32, 32, 128, 2) == 524288   # a 7B-class model in fp16: 0.5 MiB per token
+    assert kv_bytes_per_token(32, 8, 128, 2) == 131072    # Llama-3-8B, GQA with 8 K/V heads: 128 KiB
 
 
 def test_dynamic_cache_bytes_match_formula_after_prefill_and_decode(decoder):
