@@ -1,0 +1,899 @@
+"""Serve an engine over an OpenAI-compatible HTTP API (FastAPI on uvicorn).
+
+    python -m course.serve                      # or: make serve; prints the base URL
+    python -m course.serve --port 0 --max-batch 8
+
+    from openai import OpenAI
+    client = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
+    client.completions.create(model="tiny-model", prompt="The small cat", max_tokens=8)
+
+Endpoints
+    POST /v1/completions, POST /v1/chat/completions   (stream=true: server-sent events)
+    GET  /v1/models, GET /health, GET /metrics         (Prometheus text format)
+
+How a request flows. The HTTP handler checks the body (400 naming the parameter and the
+value, in OpenAI's error shape), turns the prompt into token ids, and hands
+`add_request` to ONE background thread, the engine loop. That thread owns the engine:
+it runs queued commands (add, abort), calls `engine.step()`, and routes every
+RequestOutput to the asyncio queue of its request. The handler reads its queue and
+writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body. A full waiting
+queue (QueueFull) or a refused admission (RequestRefused) answers 429 at once. A client
+that closes its stream aborts the request: the abort is the next command the loop runs,
+before its next step, so the request's KV blocks are back in the pool within one step.
+
+Finish reasons on the wire. The course's FinishReason values are OpenAI's where OpenAI
+has one and pass through unchanged otherwise:
+    stop            stop (EOS, a stop string, a stop token id; `stop_reason` says which)
+    length          length (max_tokens, or the model's context)
+    content_filter  content_filter
+    cancelled       "cancelled": the request was aborted (vLLM says "abort"); a client
+                    that disconnected never sees it, but /metrics counts it
+    timeout         "timeout": the server's per-request deadline (--request-timeout) passed
+    error           no finish_reason: a non-streamed request gets HTTP 500 in the error
+                    shape; a stream gets an SSE `error` event, which the openai client
+                    raises as openai.APIError
+Extensions accepted as in vLLM (openai client: `extra_body={...}`): top_k, ignore_eos,
+stop_token_ids. Each choice also carries vLLM's `stop_reason`.
+
+Metrics use vLLM's names (vllm/v1/metrics/loggers.py) under the prefix `course:`, with
+vLLM's TTFT and TPOT bucket boundaries, so a vLLM dashboard reads them with the prefix
+changed: course:num_requests_running, course:num_requests_waiting,
+course:kv_cache_usage_perc, course:num_preemptions_total,
+course:request_success_total{finished_reason}, course:prompt_tokens_total,
+course:generation_tokens_total, course:time_to_first_token_seconds,
+course:time_per_output_token_seconds (one observation per token after the first, as
+vLLM's v1 engine does), course:e2e_request_latency_seconds, plus our own
+course:requests_rejected_total{reason}.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import math
+import secrets
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ._checks import is_int, is_number
+
+MODEL_NAME = "tiny-model"
+MAX_STOP_STRINGS = 16          # the course generation loop's limit (OpenAI's is 4)
+DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions
+
+# vLLM's bucket boundaries (vllm/v1/metrics/loggers.py), seconds.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                10.0, 20.0, 40.0, 80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+               120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+FINISH_REASONS = ("stop", "length", "cancelled", "timeout", "content_filter", "error")
+
+
+# ---------------------------------------------------------------- errors in OpenAI's shape
+
+class APIErrorResponse(Exception):
+    """An error the client should see: HTTP status + OpenAI's error object."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None, retry_after: int | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.retry_after = retry_after
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def headers(self) -> dict:
+        # 429/503 may be retried (after Retry-After); anything else would fail again.
+        if self.retry_after is not None:
+            return {"retry-after": str(self.retry_after)}
+        return {"x-should-retry": "false"}
+
+
+def invalid(param: str, message: str) -> APIErrorResponse:
+    """HTTP 400 naming the parameter; `message` follows the course template."""
+    return APIErrorResponse(400, message, param=param, code="invalid_value")
+
+
+# ---------------------------------------------------------------- request checks
+
+@dataclass
+class ParsedRequest:
+    """A checked request: what the engine gets and how to answer."""
+    prompt_ids: list[int]
+    params: dict
+    stream: bool
+    include_usage: bool
+    model: str
+
+
+COMMON_FIELDS = {"model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "stop",
+                 "seed", "n", "user", "top_k", "ignore_eos", "stop_token_ids", "logprobs",
+                 "presence_penalty", "frequency_penalty", "logit_bias"}
+COMPLETION_FIELDS = COMMON_FIELDS | {"prompt", "echo", "best_of", "suffix"}
+CHAT_FIELDS = COMMON_FIELDS | {"messages", "max_completion_tokens", "top_logprobs"}
+
+
+def _number(body: dict, name: str, default, lo: float, hi: float, *, lo_open: bool = False) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    ok = is_number(value) and math.isfinite(value) and (value > lo if lo_open else value >= lo) and value <= hi
+    if not ok:
+        left = "(" if lo_open else "["
+        raise invalid(name, f"`{name}` must be a number in {left}{lo!r}, {hi!r}], got {value!r}.")
+    return float(value)
+
+
+def _int(body: dict, name: str, default, lo: int | None = None, hi: int | None = None):
+    value = body.get(name)
+    if value is None:
+        return default
+    if not is_int(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
+        what = (f"an integer in [{lo}, {hi}]" if lo is not None and hi is not None
+                else f"an integer >= {lo}" if lo is not None else "an integer")
+        raise invalid(name, f"`{name}` must be {what}, got {value!r}.")
+    return value
+
+
+def _bool(body: dict, name: str, default: bool) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid(name, f"`{name}` must be true or false, got {value!r}.")
+    return value
+
+
+def _unsupported(body: dict, name: str, allowed: tuple, why: str) -> None:
+    """Parameters we accept only at their neutral value (e.g. n=1, echo=false)."""
+    value = body.get(name)
+    if value is not None and not any(type(value) is type(a) and value == a for a in allowed):
+        raise invalid(name, f"`{name}` must be {' or '.join(json.dumps(a) for a in allowed)} ({why}), "
+                            f"got {value!r}.")
+
+
+def render_chat(messages) -> str:
+    """The tiny model's prompt format as a chat template.
+
+    The model was trained on single turns "User: <request>\\nCall: <answer><|endoftext|>",
+    so each user message becomes "User: {content}\\nCall: ", each earlier assistant
+    message "{content}<|endoftext|>", and the last message must be the user's.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise invalid("messages", f"`messages` must be a non-empty list of messages, got {messages!r}.")
+    parts = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise invalid(f"messages[{i}]", f"`messages[{i}]` must be an object with role and content, got {m!r}.")
+        role, content = m.get("role"), m.get("content")
+        if role not in ("user", "assistant"):
+            raise invalid(f"messages[{i}].role",
+                          f"`messages[{i}].role` must be 'user' or 'assistant' (the tiny model has no "
+                          f"system prompt), got {role!r}.")
+        if isinstance(content, list):   # content parts: text only
+            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                       for p in content):
+                raise invalid(f"messages[{i}].content",
+                              f"`messages[{i}].content` must be a string or text parts, got {content!r}.")
+            content = "".join(p["text"] for p in content)
+        if not isinstance(content, str):
+            raise invalid(f"messages[{i}].content", f"`messages[{i}].content` must be a string, got {content!r}.")
+        parts.append(f"User: {content}\nCall: " if role == "user" else f"{content}<|endoftext|>")
+    if messages[-1].get("role") != "user":
+        raise invalid("messages", "`messages` must end with a user message, got a last role of "
+                                  f"{messages[-1].get('role')!r}.")
+    return "".join(parts)
+
+
+def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len: int,
+                  vocab_size: int | None = None, request_timeout: float | None = None) -> ParsedRequest:
+    """Check an OpenAI request body (kind "completion" or "chat") and turn it into
+    prompt ids + engine parameters. Raises APIErrorResponse (400, or 404 for an
+    unknown model) naming the first bad parameter and its value."""
+    if not isinstance(body, dict):
+        raise APIErrorResponse(400, f"The request body must be a JSON object, got {type(body).__name__}.")
+    known = COMPLETION_FIELDS if kind == "completion" else CHAT_FIELDS
+    for name in body:
+        if name not in known:
+            raise invalid(name, f"Unrecognized request argument supplied: `{name}`.")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise invalid("model", f"`model` must be a string, got {model!r}.")
+    if model != model_name:
+        raise APIErrorResponse(404, f"The model `{model}` does not exist; this server serves `{model_name}`.",
+                               param="model", code="model_not_found")
+
+    # -- the prompt
+    if kind == "completion":
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]            # a batch of one is one prompt
+        if isinstance(prompt, str):
+            if not prompt:
+                raise invalid("prompt", "`prompt` must be a non-empty string, got ''.")
+            prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        elif isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
+            bad = [t for t in prompt if t < 0 or (vocab_size is not None and t >= vocab_size)]
+            if bad:
+                raise invalid("prompt", f"`prompt` token ids must be in [0, {vocab_size}), got {bad[0]!r}.")
+            prompt_ids = list(prompt)
+        else:
+            raise invalid("prompt", "`prompt` must be a string or a list of token ids (one prompt; "
+                                    f"n=1), got {_short(prompt)}.")
+        max_tokens = _int(body, "max_tokens", DEFAULT_COMPLETION_MAX_TOKENS, 1)
+        _unsupported(body, "echo", (False,), "echo is not supported")
+        _unsupported(body, "best_of", (1,), "one choice per request")
+        _unsupported(body, "suffix", ("",), "suffix is not supported")
+        _unsupported(body, "logprobs", (0,), "logprobs are not supported")
+    else:
+        prompt_ids = tokenizer.encode(render_chat(body.get("messages")), add_special_tokens=False)
+        if body.get("max_tokens") is not None and body.get("max_completion_tokens") is not None:
+            raise invalid("max_completion_tokens", "Give `max_tokens` or `max_completion_tokens`, not both.")
+        name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        max_tokens = _int(body, name, None, 1)
+        if max_tokens is None:          # as in vLLM: whatever the context has left
+            max_tokens = max(1, max_model_len - len(prompt_ids))
+        _unsupported(body, "logprobs", (False,), "logprobs are not supported")
+        _unsupported(body, "top_logprobs", (0,), "logprobs are not supported")
+
+    if len(prompt_ids) + max_tokens > max_model_len:
+        raise invalid("max_tokens", f"`max_tokens` must be at most {max_model_len - len(prompt_ids)} "
+                                    f"(the model's context is {max_model_len} tokens and the prompt has "
+                                    f"{len(prompt_ids)}), got {max_tokens!r}.")
+
+    # -- sampling and stopping
+    _unsupported(body, "n", (1,), "one choice per request")
+    _unsupported(body, "presence_penalty", (0, 0.0), "penalties are not supported")
+    _unsupported(body, "frequency_penalty", (0, 0.0), "penalties are not supported")
+    if body.get("logit_bias") not in (None, {}):
+        raise invalid("logit_bias", f"`logit_bias` is not supported, got {_short(body['logit_bias'])}.")
+    if body.get("user") is not None and not isinstance(body["user"], str):
+        raise invalid("user", f"`user` must be a string, got {body['user']!r}.")
+    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
+    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
+    top_k = _int(body, "top_k", None, 1) if body.get("top_k") not in (-1, 0) else None   # vLLM: -1/0 = off
+    seed = body.get("seed")
+    if seed is not None and not (is_int(seed) and -2 ** 63 <= seed < 2 ** 63):
+        raise invalid("seed", f"`seed` must be a 64-bit integer, got {seed!r}.")
+    if seed is None and temperature > 0:
+        seed = secrets.randbits(63)     # the course's sampler always draws from a seeded generator
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is None:
+        stop = []
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) \
+            or len(stop) > MAX_STOP_STRINGS:
+        raise invalid("stop", f"`stop` must be a non-empty string or a list of at most {MAX_STOP_STRINGS} "
+                              f"non-empty strings, got {_short(body.get('stop'))}.")
+    stop_token_ids = body.get("stop_token_ids") or []
+    if not isinstance(stop_token_ids, list) or not all(is_int(t) and t >= 0 for t in stop_token_ids):
+        raise invalid("stop_token_ids", f"`stop_token_ids` must be a list of integers >= 0, "
+                                        f"got {_short(body.get('stop_token_ids'))}.")
+    ignore_eos = _bool(body, "ignore_eos", False)
+    stream = _bool(body, "stream", False)
+    options = body.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not stream:
+            raise invalid("stream_options", "`stream_options` is only allowed when `stream` is true, "
+                                            f"got {_short(options)}.")
+        if not isinstance(options, dict) or set(options) - {"include_usage", "continuous_usage_stats"}:
+            raise invalid("stream_options", f"`stream_options` must be an object like "
+                                            f'{{"include_usage": true}}, got {_short(options)}.')
+        include_usage = _bool(options, "include_usage", False)
+    params = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": seed,
+              "max_tokens": max_tokens, "stop": stop, "stop_token_ids": list(stop_token_ids),
+              "ignore_eos": ignore_eos, "deadline": request_timeout}
+    return ParsedRequest(prompt_ids, params, stream, include_usage, model)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ---------------------------------------------------------------- the engine loop
+
+@dataclass
+class Tracked:
+    """A request the loop is serving: where its outputs go, and its timings."""
+    queue: asyncio.Queue
+    loop: asyncio.AbstractEventLoop
+    arrival: float
+    first_token: float | None = None
+    last_token: float | None = None
+    n_prompt: int = 0
+    n_generated: int = 0
+
+
+class EngineLoop:
+    """One thread that owns the engine: runs commands (add, abort), steps, routes outputs.
+
+    Every engine call happens on this thread, so the engine needs no lock, and the
+    asyncio event loop never waits for a step. `submit` and `abort` are called from
+    the event loop; `stats()` is a snapshot taken after every command batch and step.
+    """
+
+    def __init__(self, engine, *, make_params: Callable[[dict], Any] = lambda p: p,
+                 metrics: "ServerMetrics | None" = None, clock: Callable[[], float] = time.perf_counter):
+        self.engine, self.make_params, self.metrics, self.clock = engine, make_params, metrics, clock
+        self._commands: collections.deque = collections.deque()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._tracked: dict[str, Tracked] = {}
+        self._stats = dict(engine.stats())
+        self.steps = 0
+        self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
+
+    # -- called from the event loop
+    def start(self) -> "EngineLoop":
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def stats(self) -> dict:
+        return self._stats
+
+    async def submit(self, prompt_ids: list[int], params: dict) -> tuple[str, asyncio.Queue]:
+        """Add a request on the loop thread; return (request_id, its output queue).
+        Raises what add_request raised (QueueFull, RequestRefused, ValueError)."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        tracked = Tracked(asyncio.Queue(), loop, self.clock(), n_prompt=len(prompt_ids))
+        self._command(("add", prompt_ids, params, tracked, done))
+        return await done, tracked.queue
+
+    def abort(self, request_id: str) -> None:
+        """Abort on the loop thread before its next step (no-op once finished)."""
+        self._command(("abort", request_id))
+
+    def _command(self, cmd) -> None:
+        if self._stop.is_set():
+            raise APIErrorResponse(503, "The server is shutting down.", type="server_error",
+                                   code="shutting_down", retry_after=1)
+        self._commands.append(cmd)
+        self._wake.set()
+
+    # -- the loop thread
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._run_commands()
+            if not self.engine.has_unfinished():
+                self._stats = dict(self.engine.stats())
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            try:
+                outputs = self.engine.step()
+            except Exception as exc:   # the engine broke: end every request with an error
+                self._fail_all(f"engine step failed: {type(exc).__name__}: {exc}")
+                continue
+            self.steps += 1
+            now = self.clock()
+            for out in outputs:
+                self._route(out, now)
+            self._stats = dict(self.engine.stats())
+        self._fail_all("the server shut down", reason="cancelled")
+
+    def _run_commands(self) -> None:
+        ran = False
+        while self._commands:
+            ran = True
+            cmd = self._commands.popleft()
+            if cmd[0] == "add":
+                _, prompt_ids, params, tracked, done = cmd
+                try:
+                    rid = self.engine.add_request(prompt_ids, self.make_params(params))
+                except Exception as exc:   # handed back to the handler, which maps it to a status
+                    tracked.loop.call_soon_threadsafe(_set_exception, done, exc)
+                    continue
+                self._tracked[rid] = tracked
+                tracked.loop.call_soon_threadsafe(_set_result, done, rid)
+            else:
+                rid = cmd[1]
+                tracked = self._tracked.pop(rid, None)
+                if tracked is not None:
+                    self.engine.abort(rid)
+                    if self.metrics:
+                        self.metrics.finished(tracked, "cancelled", self.clock())
+        if ran:
+            self._stats = dict(self.engine.stats())
+
+    def _route(self, out, now: float) -> None:
+        tracked = self._tracked.get(out.request_id)
+        if tracked is None:
+            return                     # aborted already: nobody is listening
+        n = len(out.new_token_ids or ())
+        if n:
+            intervals = n
+            if tracked.first_token is None:        # TTFT, then n - 1 gaps of zero length
+                tracked.first_token = tracked.last_token = now
+                intervals = n - 1
+                if self.metrics:
+                    self.metrics.ttft.observe(now - tracked.arrival)
+            if self.metrics and intervals:         # one TPOT sample per token after the first
+                for _ in range(intervals):
+                    self.metrics.tpot.observe((now - tracked.last_token) / intervals)
+            tracked.last_token = now
+            tracked.n_generated += n
+        if out.finish_reason is not None:
+            del self._tracked[out.request_id]
+            if self.metrics:
+                self.metrics.finished(tracked, str(out.finish_reason), now)
+        tracked.loop.call_soon_threadsafe(tracked.queue.put_nowait, out)
+
+    def _fail_all(self, message: str, reason: str = "error") -> None:
+        for rid, tracked in list(self._tracked.items()):
+            try:
+                self.engine.abort(rid)
+            except Exception:
+                pass
+            out = _Ended(rid, reason, message)
+            if self.metrics:
+                self.metrics.finished(tracked, reason, self.clock())
+            tracked.loop.call_soon_threadsafe(tracked.queue.put_nowait, out)
+        self._tracked.clear()
+        while self._commands:          # adds that never ran
+            cmd = self._commands.popleft()
+            if cmd[0] == "add":
+                cmd[3].loop.call_soon_threadsafe(
+                    _set_exception, cmd[4], APIErrorResponse(503, message, type="server_error", retry_after=1))
+
+
+@dataclass
+class _Ended:
+    """Stands in for a RequestOutput when the loop ends a request itself."""
+    request_id: str
+    finish_reason: str
+    error: str
+    new_token_ids: list = field(default_factory=list)
+    text_delta: str = ""
+    stop_reason: Any = None
+    usage: dict | None = None
+
+
+def _set_result(fut: asyncio.Future, value) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _set_exception(fut: asyncio.Future, exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+# ---------------------------------------------------------------- metrics
+
+class ServerMetrics:
+    """Prometheus metrics in a registry of their own (two servers in one process
+    do not collide). Gauges and engine counters are read from the loop's stats
+    snapshot at scrape time; histograms are observed by the loop."""
+
+    def __init__(self, prefix: str = "course:"):
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.prefix = prefix
+        self.registry = CollectorRegistry()
+        p = prefix
+        self.ttft = Histogram(f"{p}time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                              buckets=TTFT_BUCKETS, registry=self.registry)
+        self.tpot = Histogram(f"{p}time_per_output_token_seconds",
+                              "Histogram of time per output token in seconds.",
+                              buckets=TPOT_BUCKETS, registry=self.registry)
+        self.e2e = Histogram(f"{p}e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                             buckets=E2E_BUCKETS, registry=self.registry)
+        self.success = Counter(f"{p}request_success", "Count of finished requests, by finish reason.",
+                               ["finished_reason"], registry=self.registry)
+        for reason in FINISH_REASONS:
+            self.success.labels(reason)
+        self.prompt_tokens = Counter(f"{p}prompt_tokens", "Number of prefill tokens processed.",
+                                     registry=self.registry)
+        self.generation_tokens = Counter(f"{p}generation_tokens", "Number of generation tokens processed.",
+                                         registry=self.registry)
+        self.rejected = Counter(f"{p}requests_rejected", "Requests answered with an error before reaching "
+                                "the engine, by reason.", ["reason"], registry=self.registry)
+        self._stats: Callable[[], dict] = dict
+
+    def finished(self, tracked: Tracked, reason: str, now: float) -> None:
+        self.success.labels(reason).inc()
+        self.prompt_tokens.inc(tracked.n_prompt)
+        self.generation_tokens.inc(tracked.n_generated)
+        self.e2e.observe(now - tracked.arrival)
+
+    def watch(self, stats: Callable[[], dict]) -> None:
+        """Report the engine's state from `stats()` (EngineLoop.stats) at every scrape."""
+        self._stats = stats
+        self.registry.register(_EngineCollector(self))
+
+    def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+        return generate_latest(self.registry)
+
+
+class _EngineCollector:
+    def __init__(self, metrics: ServerMetrics):
+        self.m = metrics
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        s, p = self.m._stats(), self.m.prefix
+        total = s.get("kv_blocks_total") or 0
+        used = s.get("kv_blocks_used", 0)
+        yield GaugeMetricFamily(f"{p}num_requests_running", "Number of requests in the running batch.",
+                                value=s.get("running", 0))
+        yield GaugeMetricFamily(f"{p}num_requests_waiting", "Number of requests waiting to be admitted.",
+                                value=s.get("waiting", 0))
+        yield GaugeMetricFamily(f"{p}kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+                                value=used / total if total else 0.0)
+        yield GaugeMetricFamily(f"{p}kv_cache_blocks_used", "KV-cache blocks in use.", value=used)
+        yield GaugeMetricFamily(f"{p}kv_cache_blocks_total", "KV-cache blocks in the pool.", value=total)
+        yield CounterMetricFamily(f"{p}num_preemptions", "Cumulative number of preemptions from the engine.",
+                                  value=s.get("preemptions", 0))
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {"name{labels}": value} (samples only), for tests and notebooks."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+# ---------------------------------------------------------------- the app
+
+def _usage(out, tracked_prompt: int, n_generated: int) -> dict:
+    u = getattr(out, "usage", None) or {}
+    prompt = u.get("prompt_tokens", u.get("input_tokens", tracked_prompt))
+    completion = u.get("completion_tokens", u.get("output_tokens", n_generated))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _stop_reason(value):
+    return value if value is None or isinstance(value, (int, str)) else str(value)
+
+
+def _exception_response(exc: BaseException, metrics: ServerMetrics | None) -> APIErrorResponse:
+    """Map what add_request raised to an HTTP error."""
+    from_engine = _engine_errors()
+    if isinstance(exc, APIErrorResponse):
+        reason, err = "shutdown", exc
+    elif from_engine and isinstance(exc, from_engine[0]):      # QueueFull
+        reason = "queue_full"
+        err = APIErrorResponse(429, f"The server is overloaded: {exc} Retry later.", type="rate_limit_error",
+                               code="queue_full", retry_after=1)
+    elif from_engine and isinstance(exc, from_engine[1]):      # RequestRefused
+        reason = "refused"
+        err = APIErrorResponse(429, f"The server refused the request for now: {exc}", type="rate_limit_error",
+                               code="admission_refused", retry_after=1)
+    elif isinstance(exc, ValueError):                          # the engine's own argument checks
+        reason = "invalid"
+        param = str(exc).split("`")[1] if str(exc).count("`") >= 2 else None
+        err = APIErrorResponse(400, str(exc), param=param, code="invalid_value")
+    else:
+        reason = "error"
+        err = APIErrorResponse(500, f"{type(exc).__name__}: {exc}", type="server_error")
+    if metrics:
+        metrics.rejected.labels(reason).inc()
+    return err
+
+
+def _engine_errors() -> tuple:
+    try:
+        from .engine import QueueFull, RequestRefused
+    except ImportError:
+        return ()
+    return QueueFull, RequestRefused
+
+
+def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len: int = 1024,
+              make_params: Callable[[dict], Any] | None = None, request_timeout: float | None = None,
+              metrics_prefix: str = "course:"):
+    """A FastAPI app serving `engine` (anything with add_request/step/abort/
+    has_unfinished/stats). The engine loop starts and stops with the app's lifespan;
+    `app.state.engine_loop` and `app.state.metrics` are there for tests and demos."""
+    from contextlib import asynccontextmanager
+
+    metrics = ServerMetrics(metrics_prefix)
+    engine_loop = EngineLoop(engine, make_params=make_params or default_make_params(), metrics=metrics)
+    metrics.watch(engine_loop.stats)
+    vocab_size = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+
+    @asynccontextmanager
+    async def lifespan(app):
+        engine_loop.start()
+        try:
+            yield
+        finally:
+            engine_loop.stop()
+
+    app = FastAPI(title="course.serve", lifespan=lifespan)
+    app.state.engine_loop, app.state.metrics = engine_loop, metrics
+
+    def error(err: APIErrorResponse) -> JSONResponse:
+        return JSONResponse(err.body(), status_code=err.status, headers=err.headers())
+
+    @app.exception_handler(APIErrorResponse)
+    async def _api_error(request, exc: APIErrorResponse):
+        return error(exc)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": model_name, **engine_loop.stats()}
+
+    @app.get("/metrics")
+    async def prometheus():
+        from prometheus_client import CONTENT_TYPE_LATEST
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
+                                            "owned_by": "course", "max_model_len": max_model_len}]}
+
+    async def handle(request: Request, kind: str):
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            metrics.rejected.labels("invalid").inc()
+            return error(APIErrorResponse(400, "The body must be valid JSON."))
+        try:
+            parsed = parse_request(body, kind, tokenizer, model_name=model_name, max_model_len=max_model_len,
+                                   vocab_size=vocab_size, request_timeout=request_timeout)
+        except APIErrorResponse as err:
+            metrics.rejected.labels("invalid").inc()
+            return error(err)
+        try:
+            rid, queue = await engine_loop.submit(parsed.prompt_ids, parsed.params)
+        except Exception as exc:
+            return error(_exception_response(exc, metrics))
+        answer = _Answer(kind, rid, model_name, len(parsed.prompt_ids))
+        if parsed.stream:
+            return _AbortingStream(answer.sse(queue, parsed.include_usage), engine_loop, rid,
+                                   media_type="text/event-stream")
+        try:
+            out_text, last = await answer.collect(queue, request)
+        finally:
+            if answer.finish_reason is None:
+                engine_loop.abort(rid)        # the client went away before the end
+        if answer.finish_reason == "error":
+            return error(APIErrorResponse(500, f"The request failed: {getattr(last, 'error', '')}".strip(),
+                                          type="server_error", code="engine_error"))
+        return answer.body(out_text, last)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await handle(request, "completion")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await handle(request, "chat")
+
+    class _AbortingStream(StreamingResponse):
+        """A stream that aborts its request however it ends (done, disconnect, error)."""
+
+        def __init__(self, content, loop: EngineLoop, rid: str, **kw):
+            super().__init__(content, **kw)
+            self._loop, self._rid = loop, rid
+
+        async def __call__(self, scope, receive, send):
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                self._loop.abort(self._rid)   # a no-op when it finished normally
+
+    return app
+
+
+class _Answer:
+    """Builds the OpenAI response objects for one request."""
+
+    def __init__(self, kind: str, rid: str, model: str, n_prompt: int):
+        self.kind, self.model, self.n_prompt = kind, model, n_prompt
+        self.id = ("cmpl-" if kind == "completion" else "chatcmpl-") + rid.replace("-", "")[:24] \
+            if len(rid) >= 8 else ("cmpl-" if kind == "completion" else "chatcmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.finish_reason: str | None = None
+        self.n_generated = 0
+
+    def _choice(self, text: str | None, finish_reason, stop_reason, *, first: bool = False) -> dict:
+        if self.kind == "completion":
+            return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason,
+                    "stop_reason": stop_reason}
+        delta = {}
+        if first:
+            delta["role"] = "assistant"
+        if text is not None:
+            delta["content"] = text
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason,
+                "stop_reason": stop_reason}
+
+    def _chunk(self, choices: list, usage=None, with_usage: bool = False) -> str:
+        obj = {"id": self.id, "object": "text_completion" if self.kind == "completion" else "chat.completion.chunk",
+               "created": self.created, "model": self.model, "choices": choices}
+        if with_usage:
+            obj["usage"] = usage
+        return f"data: {json.dumps(obj)}\n\n"
+
+    def _see(self, out) -> None:
+        self.n_generated += len(out.new_token_ids or ())
+        if out.finish_reason is not None:
+            self.finish_reason = str(out.finish_reason)
+
+    async def collect(self, queue: asyncio.Queue, request) -> tuple[str, Any]:
+        """Wait for the whole answer; give up (return) if the client disconnects."""
+        parts, out = [], None
+        while self.finish_reason is None:
+            try:
+                out = await asyncio.wait_for(queue.get(), timeout=0.5)
+            except asyncio.TimeoutError:
+                if await request.is_disconnected():
+                    return "".join(parts), out
+                continue
+            self._see(out)
+            parts.append(out.text_delta or "")
+        return "".join(parts), out
+
+    def body(self, text: str, last) -> dict:
+        usage = _usage(last, self.n_prompt, self.n_generated)
+        stop_reason = _stop_reason(getattr(last, "stop_reason", None))
+        if self.kind == "completion":
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish_reason,
+                      "stop_reason": stop_reason}
+            obj = "text_completion"
+        else:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                      "finish_reason": self.finish_reason, "stop_reason": stop_reason}
+            obj = "chat.completion"
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
+                "choices": [choice], "usage": usage}
+
+    async def sse(self, queue: asyncio.Queue, include_usage: bool):
+        """Server-sent events: one chunk per engine output that carries text, a last
+        chunk with finish_reason, the usage chunk when asked, then `data: [DONE]`."""
+        first = self.kind == "chat"
+        if first:                        # OpenAI opens a chat stream with the role
+            yield self._chunk([self._choice("", None, None, first=True)], None, include_usage)
+        while self.finish_reason is None:
+            out = await queue.get()
+            self._see(out)
+            if self.finish_reason == "error":
+                err = APIErrorResponse(500, f"The request failed: {getattr(out, 'error', '')}".strip(),
+                                       type="server_error", code="engine_error")
+                yield f"event: error\ndata: {json.dumps(err.body())}\n\n"
+                break
+            if out.text_delta:
+                yield self._chunk([self._choice(out.text_delta, None, None)], None, include_usage)
+            if self.finish_reason is not None:
+                final = self._choice(None if self.kind == "chat" else "", self.finish_reason,
+                                     _stop_reason(getattr(out, "stop_reason", None)))
+                yield self._chunk([final], None, include_usage)
+                if include_usage:
+                    yield self._chunk([], _usage(out, self.n_prompt, self.n_generated), True)
+        yield "data: [DONE]\n\n"
+
+
+def default_make_params(engine_module=None) -> Callable[[dict], Any]:
+    """The parameters object the course engine wants, made from the checked dict."""
+    return lambda p: p
+
+
+# ---------------------------------------------------------------- running it
+
+class BackgroundServer:
+    """uvicorn in a daemon thread, on a loopback port (0 = a free one). For tests and
+    notebooks; `make serve` runs uvicorn in the foreground instead.
+
+        server = BackgroundServer(app).start()
+        server.url           # "http://127.0.0.1:PORT"
+        server.stop()
+    """
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+        import uvicorn
+
+        self.sock = _bind(host, port)
+        self.host, self.port = host, self.sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on",
+                                                    timeout_graceful_shutdown=2))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                       name="uvicorn", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "BackgroundServer":
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+        self.sock.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"`port` must be an integer in [0, 65535], got {port!r}.")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def start_background(engine, tokenizer, *, port: int = 0, **app_kwargs) -> BackgroundServer:
+    """Serve `engine` from a background thread and return the running server
+    (`server.url`, `server.stop()`); what a notebook calls with its own engine."""
+    return BackgroundServer(build_app(engine, tokenizer, **app_kwargs), port=port).start()
+
+
+def tiny_engine(device: str | None = None, **config):
+    """The reference engine (course.engine) on the shipped tiny model, and its tokenizer."""
+    from .engine import Engine, EngineConfig
+    from .tiny_model import load_tiny_model
+
+    model, tokenizer = load_tiny_model(device)
+    engine = Engine(model, tokenizer, config=EngineConfig(**{k: v for k, v in config.items() if v is not None}))
+    return engine, tokenizer, model.config.n_positions
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Serve the course engine and the tiny model over an "
+                                             "OpenAI-compatible HTTP API.")
+    ap.add_argument("--host", default="127.0.0.1", help="default: loopback only")
+    ap.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    ap.add_argument("--num-blocks", type=int, default=None, help="KV blocks in the pool")
+    ap.add_argument("--block-size", type=int, default=None, help="tokens per KV block")
+    ap.add_argument("--max-batch", type=int, default=None, help="most requests in one step")
+    ap.add_argument("--max-waiting", type=int, default=None, help="waiting requests before 429")
+    ap.add_argument("--request-timeout", type=float, default=None,
+                    help="seconds; a request still running then ends with finish_reason 'timeout'")
+    ap.add_argument("--log-level", default="info")
+    ns = ap.parse_args(argv)
+    import uvicorn
+
+    engine, tokenizer, max_len = tiny_engine(ns.device, num_blocks=ns.num_blocks, block_size=ns.block_size,
+                                             max_batch=ns.max_batch, max_waiting=ns.max_waiting)
+    app = build_app(engine, tokenizer, max_model_len=max_len, request_timeout=ns.request_timeout)
+    sock = _bind(ns.host, ns.port)
+    url = f"http://{ns.host}:{sock.getsockname()[1]}"
+    print(f"Serving {MODEL_NAME} at {url}/v1 (OpenAI-compatible; metrics at {url}/metrics). Ctrl-C stops.",
+          flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level=ns.log_level, timeout_graceful_shutdown=2)).run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
