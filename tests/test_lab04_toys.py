@@ -1,8 +1,9 @@
 """The lab04 graders' toy models and call recorder behave as the graders assume."""
 import torch
 
-from autograder.graders.lab04 import (TOY_EOS, TOY_EOS_PROMPT, TOY_PROMPT, TOY_VOCAB, Recorder, ToyBidirectionalLM,
-                                      ToyCausalLM, _ids)
+from autograder.toy_models import (TOY_EOS, TOY_EOS_PROMPT, TOY_PROMPT, TOY_VOCAB, Recorder, ToyBidirectionalLM,
+                                   ToyCausalLM)
+from autograder.toy_models import ids as _ids
 from autograder.reference import lab04 as ref
 from course import FakeClock
 
