@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 LABS := $(notdir $(wildcard solutions/lab[0-9][0-9]))
 LAB ?=
 
-.PHONY: help setup lab test release fixtures model bench grade gradescope clean-grading
+.PHONY: help setup lab instructor e2e test release fixtures model bench grade gradescope clean-grading
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -25,11 +25,20 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)  ## create .venv and install everything (done for you by lab and test)
 
-lab: $(STAMP)  ## open JupyterLab on labs/ (first run: sets everything up)
+lab: $(STAMP)  ## copy new labs into work/ (never overwrites) and open JupyterLab there, learner mode
 	$(PY) -m course.lab_server
+
+instructor: $(STAMP)  ## open JupyterLab on the course root with nbgrader's formgrader
+	$(PY) -m course.lab_server --instructor
 
 test: $(STAMP)  ## run the whole test suite
 	$(PY) -m pytest
+
+e2e: $(STAMP)  ## browser tests: real JupyterLab in headless Chromium (installs chromium with apt-get as root)
+	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	  else echo "e2e needs chromium and chromium-driver: sudo apt-get install chromium chromium-driver"; exit 1; fi; fi
+	$(PY) -m pytest e2e -p no:cacheprovider
 
 release: $(STAMP)  ## regenerate labs/ (student release) from solutions/ with nbgrader
 	$(PY) -m autograder.release $(LABS)

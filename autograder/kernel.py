@@ -1,21 +1,50 @@
-"""The in-kernel harness, called from nbgrader test cells.
+"""The in-kernel harness, called from the lab notebooks.
 
-    check("lab01", "softmax_is_stable", globals())   # visible cases: a report
-    grade("lab01", "softmax_is_stable", globals())   # every case: points, as the
-                                                     # cell's value (nbgrader partial credit)
+    check("lab01", "softmax_is_stable", globals())   # visible cases of one test: a report
+    self_check("lab01", globals())                   # every visible case of the lab, with
+                                                     # progress and a summary
+    grade("lab01", "softmax_is_stable", globals())   # every case: points, as the cell's
+                                                     # value (nbgrader partial credit)
 
-Both print a report and never raise, so one failing exercise cannot stop the
-rest of the notebook from being graded. Anything the student's code writes to
-stderr is captured: nbgrader gives zero to a test cell with stderr output.
+check() and self_check() never raise in a learner's notebook, so one unfinished
+exercise cannot stop the checks of the others. Under `nbgrader validate` (the
+Validate button) check() raises when a visible case fails, so Validate reports
+the cell as failing instead of reading the printed report as full credit.
+
+grade() is what nbgrader's hidden test cells call. What the student's code writes
+to stderr while it is tested (sys.stderr, logging handlers, file descriptor 2) is
+captured: nbgrader gives 0 to a test cell with any stderr output. A cell that
+earns nothing raises, so it scores 0 however the kernel displays values, and
+grade() refuses to score in a kernel whose display or input machinery was changed
+by notebook code. The kernel is still the student's: the isolated grader
+(`python -m autograder grade`, then `python -m autograder gradebook-sync`) is the
+grade to trust.
 """
 from __future__ import annotations
 
 import contextlib
 import io
+import logging
+import os
+import sys
+import tempfile
+import time
 import warnings
 
 from .core import get_tests, run_test
 from .reports import test_text
+
+
+class VisibleChecksFailed(AssertionError):
+    """Raised by check() under `nbgrader validate` when a visible case fails."""
+
+
+class NoPoints(AssertionError):
+    """Raised by grade() when a test earns nothing: an error output is 0 points in nbgrader."""
+
+
+class KernelTampered(RuntimeError):
+    """Raised by grade() when notebook code changed how the kernel runs or displays cells."""
 
 
 class CheckSummary:
@@ -31,29 +60,235 @@ class CheckSummary:
         return self.passed == self.total
 
     def __repr__(self) -> str:
+        if not self.total:
+            return f"{self.result.name}: no visible checks (its hidden checks run when the lab is graded)"
         verdict = "all passed" if self.all_passed else "keep going"
         return f"{self.result.name}: {self.passed}/{self.total} visible checks passed ({verdict})"
 
 
-def _run(lab, name, ns, visible_only):
-    test = get_tests(lab).get(name)
-    if test is None:
-        raise ValueError(f"`name` must be a test of {lab}: {', '.join(get_tests(lab))}; got {name!r}.")
+class SelfCheckSummary:
+    """What self_check() returns: one CheckSummary per test of the lab."""
+
+    def __init__(self, lab: str, checks: list[CheckSummary]):
+        self.lab = lab
+        self.checks = checks
+        self.passed = sum(c.passed for c in checks)
+        self.total = sum(c.total for c in checks)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.passed == self.total
+
+    @property
+    def failing(self) -> list[str]:
+        return [c.result.name for c in self.checks if not c.all_passed]
+
+    def _ipython_display_(self):
+        """self_check() has printed the summary already; the cell shows it once."""
+
+    def __repr__(self) -> str:
+        if self.all_passed:
+            return (f"{self.lab}: {self.passed}/{self.total} visible checks passed. "
+                    "Hidden checks run when the lab is graded.")
+        return (f"{self.lab}: {self.passed}/{self.total} visible checks passed; "
+                f"still failing: {', '.join(self.failing)}")
+
+
+# ---------------------------------------------------------------- stderr capture
+
+@contextlib.contextmanager
+def _capture_stderr():
+    """Send everything written to stderr into a sink while the student's code is tested:
+    sys.stderr, logging handlers that hold the old stream (logging.basicConfig keeps a
+    reference to the stream it was given), sys.__stderr__ and file descriptor 2 (os.write,
+    C extensions; ipykernel forwards fd 2 to the notebook as stderr). Yields the sink."""
     sink = io.StringIO()
-    with warnings.catch_warnings(), contextlib.redirect_stderr(sink):
-        warnings.simplefilter("ignore")
+    old_streams = {id(s) for s in (sys.stderr, sys.__stderr__) if s is not None}
+    moved = []
+    for handler in _stream_handlers():
+        if id(getattr(handler, "stream", None)) in old_streams:
+            try:
+                old = handler.stream
+                handler.stream = sink
+            except AttributeError:  # logging.lastResort reads sys.stderr each time: redirected below
+                continue
+            moved.append((handler, old))
+    for s in (sys.stderr, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            s.flush()
+    fd_saved = fd_file = None
+    try:
+        fd_file = tempfile.TemporaryFile()
+        fd_saved = os.dup(2)
+        os.dup2(fd_file.fileno(), 2)
+    except OSError:  # no fd 2 (embedded interpreters): the Python-level capture still holds
+        fd_saved = None
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(sink):
+            warnings.simplefilter("ignore")
+            yield sink
+    finally:
+        if sys.__stderr__ is not None:
+            with contextlib.suppress(Exception):
+                sys.__stderr__.flush()
+        if fd_saved is not None:
+            os.dup2(fd_saved, 2)
+            os.close(fd_saved)
+        if fd_file is not None:
+            with contextlib.suppress(Exception):
+                fd_file.seek(0)
+                sink.write(fd_file.read().decode("utf-8", "replace"))
+            fd_file.close()
+        for handler, stream in moved:
+            handler.stream = stream
+
+
+def _stream_handlers():
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    seen = set()
+    for lg in loggers:
+        for h in list(lg.handlers):
+            if isinstance(h, logging.StreamHandler) and id(h) not in seen:
+                seen.add(id(h))
+                yield h
+
+
+# ---------------------------------------------------------------- kernel integrity
+
+def _from_notebook(obj) -> bool:
+    """True when `obj` (a function, method or callable object) was defined in notebook code."""
+    for o in (obj, getattr(obj, "__self__", None), getattr(obj, "__func__", None), type(obj)):
+        if o is None:
+            continue
+        mod = getattr(o, "__module__", None)
+        if mod == "__main__":
+            return True
+        code = getattr(o, "__code__", None)
+        name = getattr(code, "co_filename", "") or ""
+        if name.startswith("<ipython-input") or "ipykernel_" in name:
+            return True
+    return False
+
+
+def kernel_tampering(score: float = 12.5) -> list[str]:
+    """What notebook code changed in the running IPython kernel that could change how a
+    grade cell's value or errors reach nbgrader. Empty outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover (IPython ships with ipykernel)
+        return []
+    ip = get_ipython()
+    if ip is None:
+        return []
+    found = []
+    if getattr(ip, "ast_node_interactivity", "last_expr") not in ("last_expr", "last_expr_or_assign", "all", "last"):
+        found.append(f"ast_node_interactivity is {ip.ast_node_interactivity!r}")
+    if sys.displayhook is not getattr(ip, "displayhook", sys.displayhook):
+        found.append("sys.displayhook was replaced")
+    if type(ip.displayhook).__module__.split(".")[0] not in ("IPython", "ipykernel"):
+        found.append("the shell's displayhook was replaced")
+    try:
+        data, _ = ip.display_formatter.format(score)
+        if data.get("text/plain") != repr(score):
+            found.append("the display formatter does not show numbers as they are")
+    except Exception as e:  # a formatter that raises is a changed formatter
+        found.append(f"the display formatter raised {type(e).__name__}")
+    for event, callbacks in getattr(getattr(ip, "events", None), "callbacks", {}).items():
+        if any(_from_notebook(cb) for cb in callbacks):
+            found.append(f"a {event} hook defined in the notebook")
+    mgr = getattr(ip, "input_transformer_manager", None)
+    transforms = list(getattr(ip, "input_transformers_post", []) or [])
+    for attr in ("cleanup_transforms", "line_transforms", "token_transformers"):
+        transforms += list(getattr(mgr, attr, []) or [])
+    if any(_from_notebook(t) for t in transforms):
+        found.append("an input transformer defined in the notebook")
+    if any(_from_notebook(t) for t in getattr(ip, "ast_transformers", []) or []):
+        found.append("an AST transformer defined in the notebook")
+    if getattr(ip, "CustomTB", None) is not None and _from_notebook(getattr(ip, "CustomTB")):
+        found.append("a custom exception handler defined in the notebook")
+    return found
+
+
+# ---------------------------------------------------------------- the calls
+
+def _test(lab, name):
+    tests = get_tests(lab)
+    test = tests.get(name)
+    if test is None:
+        raise ValueError(f"`name` must be a test of {lab}: {', '.join(tests)}; got {name!r}.")
+    return test
+
+
+def _run(lab, name, ns, visible_only):
+    if not isinstance(ns, dict):
+        raise ValueError(f"`ns` must be the notebook's globals() (a dict), got {type(ns).__name__}.")
+    test = _test(lab, name)
+    with _capture_stderr():
         return run_test(test, ns, visible_only=visible_only)
 
 
+def _validating() -> bool:
+    return os.environ.get("NBGRADER_EXECUTION") == "validate"
+
+
 def check(lab: str, name: str, ns: dict) -> CheckSummary:
-    """Run the visible cases of one test and print what passed and what to fix."""
+    """Run the visible cases of one test and print what passed and what to fix.
+
+    Under `nbgrader validate` a failing visible case raises VisibleChecksFailed, so the
+    Validate button reports the cell as failing."""
     result = _run(lab, name, ns, visible_only=True)
     print(test_text(result, title=f"{name}: visible checks"))
-    return CheckSummary(result)
+    summary = CheckSummary(result)
+    if _validating() and not summary.all_passed:
+        raise VisibleChecksFailed(repr(summary))
+    return summary
+
+
+def self_check(lab: str, ns: dict, *, out=None) -> SelfCheckSummary:
+    """Run every visible check of `lab` on the functions in `ns` (the notebook's globals()),
+    printing a line per test as it finishes, the failing cases' reports, and a summary."""
+    if not isinstance(ns, dict):
+        raise ValueError(f"`ns` must be the notebook's globals() (a dict), got {type(ns).__name__}.")
+    tests = get_tests(lab)  # validates `lab`
+    out = out or sys.stdout
+    n = len(tests)
+    print(f"Self-check of {lab}: the visible checks of {n} test{'s' if n != 1 else ''} "
+          "(hidden checks run when the lab is graded).", file=out, flush=True)
+    checks, reports = [], []
+    start = time.perf_counter()
+    for i, (name, test) in enumerate(tests.items(), 1):
+        with _capture_stderr():
+            result = run_test(test, ns, visible_only=True)
+        summary = CheckSummary(result)
+        checks.append(summary)
+        if not summary.total:
+            mark = "  -  "
+        else:
+            mark = "PASS " if summary.all_passed else "FAIL "
+        print(f"[{i}/{n}] {mark}{name}: {summary.passed}/{summary.total} visible checks passed",
+              file=out, flush=True)
+        if summary.total and not summary.all_passed:
+            reports.append(test_text(result, title=f"{name}: visible checks"))
+    total = SelfCheckSummary(lab, checks)
+    if reports:
+        print("\nWhat to fix:\n" + "\n\n".join(reports), file=out, flush=True)
+    print(f"\n{total!r} ({time.perf_counter() - start:.1f} s)", file=out, flush=True)
+    return total
 
 
 def grade(lab: str, name: str, ns: dict) -> float:
-    """Run every case of one test; print the report; return the points earned."""
+    """Run every case of one test; print the report; return the points earned.
+
+    Raises NoPoints when the test earns nothing and KernelTampered when notebook code
+    changed the kernel's display or input machinery (both: 0 points in nbgrader)."""
     result = _run(lab, name, ns, visible_only=False)
     print(test_text(result))
-    return float(result.score)
+    score = float(result.score)
+    tampered = kernel_tampering(score)
+    if tampered:
+        raise KernelTampered("this cell is not scored: " + "; ".join(tampered) +
+                             ". Remove that code and run the notebook again.")
+    if score <= 0 < result.max_score:
+        raise NoPoints(f"{name}: 0 of {result.max_score:g} points (the report above says why).")
+    return score
