@@ -239,7 +239,7 @@ class PagedKVCache:
         check_type("pool", pool, KVPool, "a KVPool")
         self.pool = pool
         self._table: list[int] = []
-        self._table_t: torch.Tensor | None = None     # the table on the pool's device, for gather
+        self._runs: list[tuple[int, int]] = []
         self.filled = [0] * pool.n_layer               # tokens written per layer
 
     # -- the interface the decoder uses
@@ -266,18 +266,20 @@ class PagedKVCache:
         """Write the t new tokens' k, v (1, H, t, D) at `layer`; return (1, H, T, D) all of them."""
         self._check_append(layer, k, v)
         start, t = self.filled[layer], k.shape[2]
-        self._grow_to(start + t)                       # may raise OutOfBlocks: nothing written yet
-        bs, pk, pv = self.pool.block_size, self.pool.k[layer], self.pool.v[layer]
+        bs = self.pool.block_size
+        if start + t > len(self._table) * bs:
+            self._grow_to(start + t)                   # may raise OutOfBlocks: nothing written yet
+        pk, pv = self.pool.k[layer], self.pool.v[layer]   # (N, H, bs, D)
         done = 0
         while done < t:                                # one copy per block the new tokens touch
             pos = start + done
             block, slot = self._table[pos // bs], pos % bs
             n = min(bs - slot, t - done)
-            pk[block, :, slot:slot + n] = k[0, :, done:done + n]      # (H, n, D)
-            pv[block, :, slot:slot + n] = v[0, :, done:done + n]
+            pk[block].narrow(1, slot, n).copy_(k[0].narrow(1, done, n))     # (H, n, D)
+            pv[block].narrow(1, slot, n).copy_(v[0].narrow(1, done, n))
             done += n
         self.filled[layer] = start + t
-        return self.gather(layer)
+        return self._gather(pk, start + t), self._gather(pv, start + t)
 
     def gather(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of `layer`, (1, H, T, D) in token order (a copy)."""
@@ -287,7 +289,8 @@ class PagedKVCache:
 
     def release(self) -> None:
         """Return every block to the pool; the cache is empty (and reusable). Idempotent."""
-        table, self._table, self._table_t = self._table, [], None
+        table = self._table
+        self._set_table([])
         self.filled = [0] * self.pool.n_layer
         if table:
             self.pool.allocator.free(table)
@@ -320,15 +323,25 @@ class PagedKVCache:
 
     def _set_table(self, table: list[int]) -> None:
         self._table = table
-        self._table_t = torch.tensor(table, dtype=torch.long, device=self.pool.device)
+        # The table as runs of consecutive ids, [(first, count), ...]: a fresh pool hands
+        # out consecutive ids, so gather usually copies one slice instead of many blocks.
+        runs: list[list[int]] = []
+        for b in table:
+            if runs and runs[-1][0] + runs[-1][1] == b:
+                runs[-1][1] += 1
+            else:
+                runs.append([b, 1])
+        self._runs = [(first, count) for first, count in runs]
 
     def _gather(self, buf: torch.Tensor, T: int) -> torch.Tensor:
-        # buf (N, H, bs, D) -> the table's blocks as (H, n_blocks, bs, D), one copy,
-        # then a free reshape to (H, n_blocks * bs, D) and a view of the first T tokens.
+        # buf (N, H, bs, D). Each run is a view (H, n, bs, D); one cat copies them, in
+        # table order, into a new contiguous (H, nb, bs, D) whose tokens then lie in a
+        # row: a free view (1, H, nb * bs, D), cut to the T tokens written.
+        H, D = self.pool.n_kv_heads, self.pool.head_dim
         if not self._table:
-            return buf.new_zeros(1, self.pool.n_kv_heads, 0, self.pool.head_dim)
-        blocks = buf.transpose(0, 1)[:, self._table_t]                  # (H, nb, bs, D)
-        return blocks.reshape(self.pool.n_kv_heads, -1, self.pool.head_dim)[None, :, :T]   # (1, H, T, D)
+            return buf.new_zeros(1, H, 0, D)
+        parts = [buf[first:first + count].transpose(0, 1) for first, count in self._runs]
+        return torch.cat(parts, dim=1).view(1, H, -1, D)[:, :, :T]        # (1, H, T, D)
 
     def _check_layer(self, layer) -> None:
         if not is_int(layer) or not 0 <= layer < self.pool.n_layer:
@@ -341,7 +354,8 @@ class PagedKVCache:
             if not isinstance(x, torch.Tensor) or x.dim() != 4:
                 got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
                 raise ValueError(f"`{name}` must be a 4-D tensor (1, H, t, D), got {got}.")
-            if x.shape[0] != 1 or x.shape[1] != p.n_kv_heads or x.shape[3] != p.head_dim or x.shape[2] < 1:
+            B, H, t, D = x.shape
+            if B != 1 or H != p.n_kv_heads or D != p.head_dim or t < 1:
                 raise ValueError(f"`{name}` must be (1, H, t, D) = (1, {p.n_kv_heads}, t >= 1, {p.head_dim}), "
                                  f"got {tuple(x.shape)}.")
             if x.dtype != p.dtype or x.device.type != p.device.type:
