@@ -1,0 +1,291 @@
+"""One forward pass for many requests, each with its own paged KV cache.
+
+    model = BatchedDecoder(decoder)                    # or ScriptedBatchedModel(...)
+    pool = model.new_pool(num_blocks=64, block_size=16)
+    caches = [PagedKVCache(pool) for _ in requests]
+    logits = model.forward_batch(token_ids, caches)    # (B, V): next-token logits per request
+
+`token_ids[i]` is everything request i has so far (prompt + generated tokens) and
+`caches[i]` holds the keys and values of its first `caches[i].length` tokens. The
+forward feeds each request only what its cache is missing:
+
+    a new request          its cache is empty     -> its whole prompt   (prefill)
+    a running request      one token is missing   -> that token         (decode)
+    a preempted request    its cache was released -> everything again   (recompute)
+
+so prefills, decodes and recomputes share one batch. Rows are LEFT-padded to a common
+width and the padding is masked out of attention (as transformers' generate does), so
+each row computes what it would compute alone: the same greedy tokens, the same
+logits up to float rounding (the tests hold them within 1e-4 on the tiny model).
+
+How it plugs into course.decoder: the decoder reads `kv.length` once (where the new
+tokens start) and calls `kv.append(layer, k, v)` once per layer. _BatchView is that
+cache for the whole batch: it writes each row's real new keys/values into the row's
+own PagedKVCache and hands back every row's keys/values, right-aligned in one padded
+tensor. The decoder never knows the rows live in different blocks of one pool.
+
+    batch view, 3 rows, width T = 6 (p = pad, c = cached, n = new):
+        row 0  p p p c c n        decode: 2 cached + 1 new
+        row 1  n n n n n n        prefill: a 6-token prompt
+        row 2  p p p n n n        prefill: a 3-token prompt
+                     ^-- the last t = 3 columns are the queries; pad queries are ignored
+
+ScriptedBatchedModel has the same surface with scripted logits, so an engine can be
+tested on exact, hand-written sequences; SimulatedCost charges each forward pass
+`fixed + per_token * tokens` seconds on a FakeClock, a cost model for throughput.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_int, check_number, check_type, is_int
+from .decoder import CourseDecoder
+from .paged_kv import KVPool, PagedKVCache
+from .scripted import ScriptedModelError
+
+__all__ = ["BatchedDecoder", "ScriptedBatchedModel", "SimulatedCost", "as_batched", "check_rows",
+           "solo_greedy"]
+
+
+def check_rows(token_ids, caches, vocab_size: int, max_context: int | None = None) -> list[list[int]]:
+    """Validate a batch: equally many token lists and caches, ids in [0, vocab_size),
+    and every row missing at least one token from its cache. Returns the lists."""
+    if not isinstance(token_ids, (list, tuple)) or not token_ids:
+        raise ValueError(f"`token_ids` must be a non-empty list of token-id lists, got {token_ids!r}.")
+    if not isinstance(caches, (list, tuple)) or len(caches) != len(token_ids):
+        got = len(caches) if isinstance(caches, (list, tuple)) else type(caches).__name__
+        raise ValueError(f"`caches` must be a list with one cache per row ({len(token_ids)}), got {got}.")
+    rows = []
+    for i, (ids, cache) in enumerate(zip(token_ids, caches)):
+        if not isinstance(ids, (list, tuple)) or not all(is_int(t) and 0 <= t < vocab_size for t in ids):
+            raise ValueError(f"`token_ids[{i}]` must be a list of ids in [0, {vocab_size}), got {ids!r}.")
+        if not hasattr(cache, "length") or not hasattr(cache, "append"):
+            raise ValueError(f"`caches[{i}]` must be a course cache (length, append), got {type(cache).__name__}.")
+        if cache.length >= len(ids):
+            raise ValueError(f"`token_ids[{i}]` must hold a token its cache lacks: {len(ids)} tokens, "
+                             f"{cache.length} already cached.")
+        if max_context is not None and len(ids) > max_context:
+            raise ValueError(f"`token_ids[{i}]` must hold at most {max_context} tokens (the model's context), "
+                             f"got {len(ids)}.")
+        rows.append(list(ids))
+    return rows
+
+
+class _BatchView:
+    """The cache the decoder sees during one batched forward (see the module docstring).
+
+    length = T - t: the decoder places the t query columns after it. append writes
+    each row's real new tokens into the row's own cache and returns every row's
+    keys/values right-aligned in a (B, H, T, D) tensor (zeros where padded).
+    """
+
+    def __init__(self, caches, n_new: list[int], width: int, t: int) -> None:
+        self.caches, self.n_new, self.width = caches, n_new, width
+        self.length = width - t
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        B, H, t, D = k.shape                                             # (B, H, t, D)
+        k_all = k.new_zeros(B, H, self.width, D)                         # (B, H, T, D)
+        v_all = v.new_zeros(B, H, self.width, D)
+        for i, cache in enumerate(self.caches):
+            n = self.n_new[i]
+            ki, vi = cache.append(layer, k[i:i + 1, :, t - n:], v[i:i + 1, :, t - n:])   # (1, H, L_i, D)
+            L = ki.shape[2]
+            k_all[i, :, self.width - L:] = ki[0]
+            v_all[i, :, self.width - L:] = vi[0]
+        return k_all, v_all
+
+
+class BatchedDecoder:
+    """A course.decoder.CourseDecoder that runs many paged-cache requests in one forward."""
+
+    def __init__(self, decoder: CourseDecoder) -> None:
+        check_type("decoder", decoder, CourseDecoder, "a course.decoder.CourseDecoder")
+        self.decoder = decoder
+        self.vocab_size = decoder.config.vocab_size
+        self.max_context = decoder.config.n_positions
+        self.eos_token_id = None          # the tokenizer knows it; the engine asks there
+
+    @property
+    def device(self) -> torch.device:
+        return self.decoder.device
+
+    def new_pool(self, num_blocks: int, block_size: int) -> KVPool:
+        """A KV pool shaped for this decoder (its layers, heads, dtype and device)."""
+        return KVPool.for_decoder(self.decoder, num_blocks, block_size)
+
+    @torch.no_grad()
+    def forward_batch(self, token_ids, caches) -> torch.Tensor:
+        """Feed every row the tokens its cache lacks; return next-token logits (B, V).
+
+        Each cache grows by those tokens (it may raise OutOfBlocks: reserve first).
+        """
+        rows = check_rows(token_ids, caches, self.vocab_size, self.max_context)
+        past = [c.length for c in caches]
+        n_new = [len(ids) - p for ids, p in zip(rows, past)]
+        t = max(n_new)                                                   # query columns
+        width = max(p + n for p, n in zip(past, n_new))                  # T: keys per row after padding
+        device = self.device
+        ids = torch.zeros(len(rows), t, dtype=torch.long)                # (B, t), pad id 0 (masked)
+        mask = torch.zeros(len(rows), width, dtype=torch.bool)           # (B, T), True = a real token
+        for i, (row, p, n) in enumerate(zip(rows, past, n_new)):
+            ids[i, t - n:] = torch.tensor(row[p:], dtype=torch.long)
+            mask[i, width - p - n:] = True
+        view = _BatchView(list(caches), n_new, width, t)
+        logits = self.decoder._run(ids.to(device), view, mask.to(device))   # (B, t, V)
+        return logits[:, -1, :]                                          # (B, V): each row's last token
+
+    def __repr__(self) -> str:
+        return f"BatchedDecoder({self.decoder.config})"
+
+
+class ScriptedBatchedModel:
+    """A batched model that plays written scripts, with the surface of BatchedDecoder.
+
+    vocab: the token strings (the id is the index); decode(ids) joins them.
+    scripts: {prompt (tuple of ids): [token the model prefers at step 0, 1, ...]}. At
+        step s of a request (s tokens generated so far) the logits are 0 except
+        `margin` at script[s] and margin / 2 at the next id, so greedy decoding plays
+        the script exactly and sampling has a real choice. A step past the end of a
+        script raises ScriptedModelError: the engine missed a stop condition.
+    raise_at: {prompt: step}: a forward that includes that request at that step
+        raises ScriptedModelError (a crashing model; the whole batch call fails).
+    nan_at: {prompt: step}: that request's logits row is NaN at that step.
+    Caches really grow (one layer, one head, head_dim 1, zeros), so KV blocks are
+    taken and freed exactly as with the real decoder.
+    `calls` records each forward: a list of (prompt, cached tokens, new tokens) per row.
+    """
+
+    def __init__(self, vocab, scripts: dict, *, eos_token_id: int | None = None, raise_at: dict | None = None,
+                 nan_at: dict | None = None, margin: float = 4.0, max_context: int = 1024) -> None:
+        if not isinstance(vocab, (list, tuple)) or len(vocab) < 2 or not all(isinstance(s, str) for s in vocab):
+            raise ValueError(f"`vocab` must be a list of at least 2 strings, got {vocab!r}.")
+        self.vocab = tuple(vocab)
+        self.vocab_size = len(self.vocab)
+        if eos_token_id is not None:
+            check_int("eos_token_id", eos_token_id, 0, self.vocab_size - 1)
+        self.eos_token_id = eos_token_id
+        self.scripts = {self._prompt("scripts", p): self._ids("scripts", s) for p, s in dict(scripts).items()}
+        self.raise_at = {self._prompt("raise_at", p): check_int("raise_at step", s, 0)
+                         for p, s in dict(raise_at or {}).items()}
+        self.nan_at = {self._prompt("nan_at", p): check_int("nan_at step", s, 0)
+                       for p, s in dict(nan_at or {}).items()}
+        self.margin = check_number("margin", margin, 0, lo_open=True)
+        self.max_context = check_int("max_context", max_context, 1)
+        self.device = torch.device("cpu")
+        self.calls: list[list[tuple[tuple[int, ...], int, int]]] = []
+
+    def _ids(self, name, ids) -> list[int]:
+        if not isinstance(ids, (list, tuple)) or not all(is_int(t) and 0 <= t < self.vocab_size for t in ids):
+            raise ValueError(f"`{name}` must hold lists of ids in [0, {self.vocab_size}), got {ids!r}.")
+        return list(ids)
+
+    def _prompt(self, name, prompt) -> tuple[int, ...]:
+        ids = self._ids(name, prompt)
+        if not ids:
+            raise ValueError(f"`{name}` must key each script by a non-empty prompt, got {prompt!r}.")
+        return tuple(ids)
+
+    def decode(self, token_ids) -> str:
+        return "".join(self.vocab[int(t)] for t in token_ids)
+
+    def new_pool(self, num_blocks: int, block_size: int) -> KVPool:
+        return KVPool(1, 1, 1, num_blocks, block_size)
+
+    def _script_of(self, ids: list[int]) -> tuple[tuple[int, ...], list[int]]:
+        found = [p for p in self.scripts if len(p) <= len(ids) and tuple(ids[:len(p)]) == p]
+        if found:
+            prompt = max(found, key=len)                  # the longest scripted prompt that starts ids
+            return prompt, self.scripts[prompt]
+        raise ScriptedModelError(f"no script starts with {ids[:8]!r}...; scripted prompts: {list(self.scripts)}.")
+
+    def forward_batch(self, token_ids, caches) -> torch.Tensor:
+        rows = check_rows(token_ids, caches, self.vocab_size, self.max_context)
+        plan = []
+        for ids, cache in zip(rows, caches):
+            prompt, script = self._script_of(ids)
+            step = len(ids) - len(prompt)
+            if self.raise_at.get(prompt) == step:
+                raise ScriptedModelError(f"injected failure for prompt {list(prompt)} at step {step}.")
+            if step >= len(script):
+                raise ScriptedModelError(f"the script of prompt {list(prompt)} has {len(script)} steps; "
+                                         f"asked for step {step}. Did the engine miss a stop condition?")
+            plan.append((prompt, script, step, cache.length, len(ids) - cache.length))
+        self.calls.append([(prompt, past, new) for prompt, _, _, past, new in plan])
+        out = torch.zeros(len(rows), self.vocab_size)                     # (B, V)
+        for i, (prompt, script, step, past, new) in enumerate(plan):
+            zeros = torch.zeros(1, 1, new, 1)
+            caches[i].append(0, zeros, zeros)                             # the cache grows as for real
+            out[i, script[step]] = self.margin
+            out[i, (script[step] + 1) % self.vocab_size] += self.margin / 2
+            if self.nan_at.get(prompt) == step:
+                out[i] = math.nan
+        return out
+
+    def __repr__(self) -> str:
+        return f"ScriptedBatchedModel(vocab_size={self.vocab_size}, scripts={len(self.scripts)})"
+
+
+class SimulatedCost:
+    """Wrap a batched model so each forward costs `fixed + per_token * tokens fed` on `clock`.
+
+    A cost model of a GPU step: a fixed price for reading the weights once, plus a
+    small price per token. With a FakeClock, throughput and latency become exact numbers.
+    `tokens_per_call` records how many tokens each forward fed.
+    """
+
+    def __init__(self, model, clock, fixed: float, per_token: float) -> None:
+        if not callable(getattr(model, "forward_batch", None)):
+            raise ValueError(f"`model` must have forward_batch (see as_batched), got {type(model).__name__}.")
+        if not callable(getattr(clock, "advance", None)):
+            raise ValueError(f"`clock` must be a course.FakeClock (with advance), got {type(clock).__name__}.")
+        self.model, self.clock = model, clock
+        self.fixed = check_number("fixed", fixed, 0)
+        self.per_token = check_number("per_token", per_token, 0)
+        self.tokens_per_call: list[int] = []
+
+    def __getattr__(self, name):            # vocab_size, eos_token_id, decode, new_pool, ...
+        return getattr(self.model, name)
+
+    def forward_batch(self, token_ids, caches) -> torch.Tensor:
+        fed = sum(len(ids) - c.length for ids, c in zip(token_ids, caches)) if isinstance(token_ids, (list, tuple)) \
+            and isinstance(caches, (list, tuple)) else 0
+        out = self.model.forward_batch(token_ids, caches)
+        self.tokens_per_call.append(fed)
+        self.clock.advance(self.fixed + self.per_token * fed)
+        return out
+
+
+def as_batched(model):
+    """A CourseDecoder becomes a BatchedDecoder; a model with forward_batch is used as it is."""
+    if isinstance(model, CourseDecoder):
+        return BatchedDecoder(model)
+    if callable(getattr(model, "forward_batch", None)) and callable(getattr(model, "new_pool", None)):
+        return model
+    raise ValueError("`model` must be a course.decoder.CourseDecoder or a batched model with forward_batch and "
+                     f"new_pool, got {type(model).__name__}.")
+
+
+@torch.no_grad()
+def solo_greedy(model, prompt_ids, max_tokens: int, eos_token_id: int | None = None,
+                block_size: int = 16) -> tuple[list[int], list[torch.Tensor]]:
+    """The request alone: greedy tokens (stopping after EOS or max_tokens) and the
+    logits (V,) that chose each one. What a batched run must reproduce, row by row."""
+    model = as_batched(model)
+    check_int("max_tokens", max_tokens, 1)
+    ids = list(prompt_ids)
+    pool = model.new_pool(-(-(len(ids) + max_tokens) // block_size), block_size)
+    cache = PagedKVCache(pool)
+    tokens, logits = [], []
+    try:
+        for _ in range(max_tokens):
+            row = model.forward_batch([ids + tokens], [cache])[0]
+            logits.append(row.detach().cpu().clone())
+            tokens.append(int(torch.argmax(row)))
+            if tokens[-1] == eos_token_id:
+                break
+    finally:
+        cache.release()
+    return tokens, logits
