@@ -24,6 +24,7 @@ Judge side (raise Fail; never trust anything but the plain observation):
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -56,7 +57,7 @@ class Input:
         return out if isinstance(out, tuple) else (out,)
 
     def call_text(self, fn_name: str) -> str:
-        parts = [f"<{self.label}>"] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        parts = ([f"<{self.label}>"] if self.label else []) + [f"{k}={v!r}" for k, v in self.kwargs.items()]
         return f"{fn_name}({', '.join(parts)})"
 
     def with_kwargs(self, **kwargs) -> "Input":
@@ -86,7 +87,8 @@ def call_probe(fn_name: str, inputs: list[Input]) -> Callable[[dict], list]:
     """A probe that calls the student's `fn_name` once per input and records each call."""
     def probe(ns):
         fn = function(ns, fn_name)
-        return [record(fn, i.args(), dict(i.kwargs)) for i in inputs]
+        # a deep copy: a student who changes a list argument in place cannot change what the judge sees
+        return [record(fn, i.args(), copy.deepcopy(dict(i.kwargs))) for i in inputs]
     probe.fn_name = fn_name
     return probe
 
@@ -117,8 +119,10 @@ def result_of(rec: dict, call: str, hint: str | None = None, *, expected: Any = 
 
 
 def value_forms(value: Any) -> list[str]:
-    """Ways a message may reasonably show `value`: repr, str, and for containers
-    their length; for floats a few roundings; for tensors their shape or dtype."""
+    """Ways a message may reasonably show `value`: repr, str; for containers their
+    length or an item; for floats a few roundings (nan/inf spelled either way); for an
+    empty string the word "empty"; for tensors their shape or dtype; for other objects
+    their type name."""
     forms = {repr(value), str(value)}
     if isinstance(value, float):
         if math.isnan(value):
@@ -129,12 +133,22 @@ def value_forms(value: Any) -> list[str]:
             forms |= {f"{value:g}", f"{value:.6g}", f"{value:.2f}"}
     if isinstance(value, (list, tuple, dict, set, str)) and not isinstance(value, str):
         forms.add(str(len(value)))
+        for item in list(value)[:32]:  # a message may show the offending item rather than the list
+            if isinstance(item, str):
+                forms |= {repr(item), f'"{item}"'} | ({"''", "empty"} if not item.strip() else set())
+            elif item is None or isinstance(item, (int, float)):
+                forms |= {f for f in value_forms(item) if f != type(item).__name__}
     if isinstance(value, str):
         forms.add(value.strip())
+        if not value.strip():
+            forms |= {"''", '""', "empty", "blank", "whitespace"}
     if isinstance(value, torch.Tensor):
         forms |= {str(tuple(value.shape)), str(list(value.shape)), str(value.dtype),
                   str(value.dtype).replace("torch.", "")}
-    forms.add(type(value).__name__)
+    if value is not None and not isinstance(value, (bool, int, float, str, list, tuple, dict, set, torch.Tensor)):
+        # only for other objects: the type name of a number, string, container or tensor is no
+        # evidence of the value ("int" is inside "integer", "list" inside "a list of strings")
+        forms.add(type(value).__name__)
     return [f for f in forms if f]
 
 

@@ -29,10 +29,27 @@ from enum import Enum
 import course
 from course.acceptance import ALLOWED_TOOLS, TOOL_SCHEMAS, RecordingExecutor, build_run, run_spec
 
+from ..checks import Input, call_probe, rejects, rejects_case, result_of
 from ..core import Case, Fail, Test, describe, function, is_raised, raised
 from ..reference import lab03 as ref
 
 LAB = "lab03"
+
+API = {
+    "validate_params": "(*, max_tokens, stop=None, stop_token_ids=None, include_stop_str_in_output=False, "
+                       "deadline=None)",
+    "first_stop": "(text, stop)",
+    "holdback_length": "(text, stop)",
+    "generate": "(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None, include_stop_str_in_output=False, "
+                "sampler=None, cancel=None, clock=None, deadline=None, content_filter=None)",
+    "stream_generate": "(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None, "
+                       "include_stop_str_in_output=False, sampler=None, cancel=None, clock=None, deadline=None, "
+                       "content_filter=None)",
+    "accept_tool_call": "(result, *, schemas, allowed_tools, executor)",
+    "accept_with_retries": "(attempt, *, schemas, allowed_tools, executor, max_attempts=3)",
+    "replay": "(record)",
+    "log_failures": "(specs, path)",
+}
 RESULT_FIELDS = ("tokens", "text", "finish_reason", "stop_reason", "usage", "raw_output", "error")
 
 
@@ -45,6 +62,17 @@ def S(fixture, inject=None, seed=None, **params):
 
 
 STOP3 = {"max_tokens": 16, "stop": ["\nUser:"]}
+CLOCK_START = 1000.0   # a run's clock does not start at 0: the deadline counts from generate's start
+
+
+def build(spec):
+    """(model, input_ids, kwargs) of a run spec, its FakeClock moved on to CLOCK_START.
+
+    The reference is judged on course.acceptance.build_run's clock (it starts at 0); a
+    correct loop measures from its own start, so the two give the same result."""
+    model, input_ids, kwargs = build_run(spec)
+    kwargs["clock"].advance(CLOCK_START)
+    return model, input_ids, kwargs
 DOT = course.load_fixture("stop_string_2_tokens").token_id(".")
 IS = course.load_fixture("content_filter_banned_word").token_id(" is")
 
@@ -74,7 +102,7 @@ def plain_result(r) -> dict:
 
 def _call_generate(ns, spec):
     fn = function(ns, "generate")
-    model, input_ids, kwargs = build_run(spec)
+    model, input_ids, kwargs = build(spec)
     before = input_ids.clone()
     try:
         r = fn(model, input_ids, **kwargs)
@@ -156,46 +184,14 @@ def run_case(name, points, specs, *, hint=None, visible=False, labels=None):
 # ---------------------------------------------------------------- validate_params
 
 def probe_params(calls):
-    def probe(ns):
-        fn = function(ns, "validate_params")
-        out = []
-        for kw in calls:
-            try:
-                out.append({"value": fn(**copy.deepcopy(kw))})
-            except NotImplementedError:  # a stub: reported as 'not implemented yet'
-                raise
-            except Exception as e:
-                out.append({"value": raised(e)})
-        return out
-    return probe
-
-
-def judge_rejects(calls, param, shows):
-    """Each call must raise ValueError whose message names `param` and shows the value
-    (shows[i]: the acceptable renderings of call i's bad value)."""
-    def judge(obs):
-        for kw, got, show in zip(calls, obs, shows):
-            v = got["value"]
-            if not is_raised(v) or not v["is_value_error"]:
-                raise Fail(f"validate_params({_kw(kw)}) must raise ValueError", expected="ValueError",
-                           got=describe(v), hint=f"Check `{param}` first and raise ValueError(\"`{param}` must "
-                                                 f"be ..., got ...\").")
-            if f"`{param}`" not in v["message"] and param not in v["message"]:
-                raise Fail(f"the error for {_kw(kw)} should name the parameter `{param}`", got=v["message"])
-            if not any(s in v["message"] for s in show):
-                raise Fail(f"the error for {_kw(kw)} should show the value it got", expected=f"one of {show}",
-                           got=v["message"], hint="End the message with f\", got {value!r}.\"")
-    return judge
+    return call_probe("validate_params", [Input("", lambda: (), kw) for kw in calls])
 
 
 def judge_accepts(calls):
     def judge(obs):
-        for kw, got in zip(calls, obs):
-            v = got["value"]
+        for kw, rec in zip(calls, obs):
             exp = ref.validate_params(**copy.deepcopy(kw))
-            if is_raised(v):
-                raise Fail(f"validate_params({_kw(kw)}) is valid but raised {v['__raised__']}: {v['message']}",
-                           expected=exp)
+            v = result_of(rec, f"validate_params({_kw(kw)}) is valid but", expected=exp)
             if v != exp:
                 raise Fail(f"validate_params({_kw(kw)}) returned the wrong normalised dict", expected=exp, got=v,
                            hint="Return all five keys; None stop / stop_token_ids become [].")
@@ -207,38 +203,37 @@ def _kw(kw):
     return text if len(text) < 90 else text[:87] + "..."
 
 
-def reject_case(name, param, calls, shows, *, visible=False):
-    return Case(name, 1, probe_params(calls), judge_rejects(calls, param, shows), visible=visible)
+def reject_case(name, param, calls, *, visible=False):
+    """Each call must raise ValueError naming `param` and showing its value (in any reasonable
+    form: the value, the offending item, a list's length; see checks.value_forms)."""
+    return rejects_case(name, "validate_params", [(param, Input("", lambda: (), kw)) for kw in calls],
+                        visible=visible)
 
 
 MT = {"max_tokens": 8}
+INF = float("inf")
 BOUNDARY = [{"max_tokens": 1, "stop": [f"s{i}" for i in range(16)], "deadline": 0.001, "stop_token_ids": [0],
-             "include_stop_str_in_output": True}, {"max_tokens": 1, "stop": []}, {"max_tokens": 5, "deadline": 3}]
+             "include_stop_str_in_output": True}, {"max_tokens": 1, "stop": []}, {"max_tokens": 5, "deadline": 3},
+            {"max_tokens": 5, "deadline": INF}]   # inf is a number > 0, not NaN: no deadline at all
 PARAM_TESTS = (
     Case("accepts_and_normalises_valid_params", 1,
          probe_params([{"max_tokens": 8, "stop": ["###"]}, {"max_tokens": 8}]),
          judge_accepts([{"max_tokens": 8, "stop": ["###"]}, {"max_tokens": 8}]), visible=True),
-    reject_case("rejects_max_tokens_zero", "max_tokens", [{"max_tokens": 0}], [["0"]], visible=True),
+    reject_case("rejects_max_tokens_zero", "max_tokens", [{"max_tokens": 0}], visible=True),
     Case("accepts_boundary_values", 1, probe_params(BOUNDARY), judge_accepts(BOUNDARY)),
     reject_case("rejects_non_integer_max_tokens", "max_tokens",
-                [{"max_tokens": 2.5}, {"max_tokens": True}, {"max_tokens": "8"}, {"max_tokens": -3}],
-                [["2.5"], ["True"], ["8"], ["-3"]]),
-    reject_case("rejects_a_bare_string_as_stop", "stop", [{**MT, "stop": "###"}], [["###"]]),
-    reject_case("rejects_empty_stop_strings", "stop", [{**MT, "stop": [""]}, {**MT, "stop": ["ok", ""]}],
-                [["''", "empty"], ["''", "empty"]]),
-    reject_case("rejects_more_than_16_stop_strings", "stop", [{**MT, "stop": [f"s{i}" for i in range(17)]}],
-                [["17"]]),
-    reject_case("rejects_non_string_stop_items", "stop", [{**MT, "stop": [3]}, {**MT, "stop": ["a", None]}],
-                [["3"], ["None"]]),
+                [{"max_tokens": 2.5}, {"max_tokens": True}, {"max_tokens": "8"}, {"max_tokens": -3}]),
+    reject_case("rejects_a_bare_string_as_stop", "stop", [{**MT, "stop": "###"}]),
+    reject_case("rejects_empty_stop_strings", "stop", [{**MT, "stop": [""]}, {**MT, "stop": ["ok", ""]}]),
+    reject_case("rejects_more_than_16_stop_strings", "stop", [{**MT, "stop": [f"s{i}" for i in range(17)]}]),
+    reject_case("rejects_non_string_stop_items", "stop", [{**MT, "stop": [3]}, {**MT, "stop": ["a", None]}]),
     reject_case("rejects_bad_deadline", "deadline",
                 [{**MT, "deadline": 0}, {**MT, "deadline": -1.5}, {**MT, "deadline": float("nan")},
-                 {**MT, "deadline": True}, {**MT, "deadline": "1"}], [["0"], ["-1.5"], ["nan"], ["True"], ["1"]]),
+                 {**MT, "deadline": -INF}, {**MT, "deadline": True}, {**MT, "deadline": "1"}]),
     reject_case("rejects_bad_stop_token_ids", "stop_token_ids",
-                [{**MT, "stop_token_ids": [-1]}, {**MT, "stop_token_ids": 3}, {**MT, "stop_token_ids": [1.5]}],
-                [["-1"], ["3"], ["1.5"]]),
+                [{**MT, "stop_token_ids": [-1]}, {**MT, "stop_token_ids": 3}, {**MT, "stop_token_ids": [1.5]}]),
     reject_case("rejects_non_bool_include_stop_str", "include_stop_str_in_output",
-                [{**MT, "include_stop_str_in_output": 1}, {**MT, "include_stop_str_in_output": "yes"}],
-                [["1"], ["yes"]]),
+                [{**MT, "include_stop_str_in_output": 1}, {**MT, "include_stop_str_in_output": "yes"}]),
 )
 
 
@@ -451,7 +446,7 @@ def probe_streams(specs):
         fn = function(ns, "stream_generate")
         out = []
         for spec in specs:
-            model, input_ids, kwargs = build_run(spec)
+            model, input_ids, kwargs = build(spec)
             received, at_yield, bad = [], [], []
             spy = _Spy(model, received)
             try:
@@ -490,6 +485,11 @@ def judge_streams(specs, hint=None):
                 sent += delta
                 allowed = safe[calls] if calls < exp["calls"] and calls < len(safe) else exp["text"]
                 if not allowed.startswith(sent):
+                    if calls >= exp["calls"]:  # the run is over: this is the final flush
+                        raise Fail(f"{label}: when the run ended, the stream sent text that is not in "
+                                   f"generate(...).text", expected=f"a prefix of {allowed!r}", got=sent,
+                                   hint="The final flush sends only the rest of the FINAL text: trimmed at the "
+                                        "stop string (or the blocked token), not the held raw text.")
                     raise Fail(f"{label}: after {calls} model calls the stream had sent text it may not send yet",
                                expected=f"a prefix of {allowed!r}", got=sent,
                                hint=hint or "Hold back the longest suffix of the raw text that is a proper prefix "
@@ -770,8 +770,7 @@ def probe_bad_attempts(ns):
 
 
 def judge_bad_attempts(obs):
-    if not is_raised(obs) or not obs["is_value_error"] or "max_attempts" not in obs["message"]:
-        raise Fail("max_attempts=0 must raise a ValueError naming `max_attempts`", got=describe(obs))
+    rejects({"result": obs}, "accept_with_retries(..., max_attempts=0)", "max_attempts", 0)
 
 
 RETRY_TESTS = (
@@ -920,11 +919,44 @@ def judge_record_fields(obs):
                                hint="Copy every parameter and every injected failure into the record.")
 
 
+def probe_log_twice(ns):
+    """Two calls on one path: the second appends (the log is persistent state across calls)."""
+    log = function(ns, "log_failures")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "failures.jsonl")
+        returned = []
+        for part in (FAILURE_SPECS[:4], FAILURE_SPECS[4:]):
+            try:
+                returned.append(json.loads(json.dumps(log(copy.deepcopy(part), path))))
+            except NotImplementedError:  # a stub: reported as 'not implemented yet'
+                raise
+            except Exception as e:  # not JSON-ready records are a failure too
+                return {"raised": raised(e)}
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
+    saved, bad = [], []
+    for line in lines:
+        try:
+            saved.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            bad.append(f"{e.msg}: {line[:80]}")
+    return {"raised": None, "returned": returned, "saved": saved, "bad_lines": bad}
+
+
 def judge_file_matches_returned(obs):
     _log_ok(obs)
-    if obs["returned"] != obs["saved"]:
-        raise Fail("log_failures should return the records it wrote, equal to the file's lines",
-                   expected=describe(obs["saved"]), got=describe(obs["returned"]))
+    first, second = obs["returned"]
+    if not first or not second:
+        raise Fail("log_failures returned no records for runs that did not end with 'stop'",
+                   got=[len(first), len(second)], hint="Return the list of the records you wrote, in order.")
+    if obs["saved"] == second:
+        raise Fail("a second call on the same path replaced the file instead of appending to it",
+                   expected=f"{len(first) + len(second)} lines", got=f"{len(obs['saved'])} lines",
+                   hint="Open the file in append mode ('a'): earlier failures must stay in the log.")
+    if obs["saved"] != first + second:
+        raise Fail("log_failures should return the records it wrote, equal to the file's lines (two calls: "
+                   "the file holds the first call's records, then the second's)",
+                   expected=describe(first + second), got=describe(obs["saved"]))
 
 
 def judge_replays(obs):
@@ -948,7 +980,7 @@ FAILURE_TESTS = (
     Case("replay_handles_every_injection", 2, probe_replay_specs(REPLAY_SPECS), judge_replay_specs(REPLAY_SPECS)),
     Case("only_abnormal_endings_are_logged", 1, probe_failure_log, judge_only_abnormal),
     Case("records_hold_what_replay_needs", 1, probe_failure_log, judge_record_fields),
-    Case("saved_file_equals_returned_records", 1, probe_failure_log, judge_file_matches_returned),
+    Case("saved_file_equals_returned_records", 1, probe_log_twice, judge_file_matches_returned),
     Case("replaying_each_saved_failure_gives_the_same_result", 2, probe_failure_log, judge_replays),
 )
 
