@@ -166,6 +166,7 @@ class _Request:
         self.cache: PagedKVCache | None = None
         self.generator: torch.Generator | None = None
         self.sent = 0                        # characters of text already streamed
+        self.stage = "queue"                 # the tracer's open stage span
         self.preemptions = 0
 
     @property
@@ -243,11 +244,12 @@ class Engine:
             now = self.clock()
             req = _Request(request_id, prompt, params, now)
             self.waiting.append(req)
-            self._trace("start_request", request_id, arrival_time=now, attributes={
+            self._trace("start_request", request_id, arrival_time=now, attributes={   # opens "queue"
                 "gen_ai.request.max_tokens": params.max_tokens,
-                "gen_ai.request.temperature": params.temperature,
-                "gen_ai.usage.input_tokens": len(prompt)})
-            self._trace("start_stage", request_id, "queue", at=now)
+                "gen_ai.request.temperature": float(params.temperature),
+                "gen_ai.request.top_p": float(params.top_p),
+                "gen_ai.usage.input_tokens": len(prompt),
+                "course.concurrency": len(self.running) + len(self.waiting)})
             return request_id
 
     def step(self) -> list[RequestOutput]:
@@ -264,7 +266,7 @@ class Engine:
                     outputs.append(self._advance(req, row, done_at))
             now = self.clock()
             self._trace("counter", "batch_size", len(batch), at=now)
-            self._trace("counter", "kv_blocks_used", self.pool.allocator.num_used, at=now)
+            self._trace("counter", "kv_blocks_in_use", self.pool.allocator.num_used, at=now)
             return outputs
 
     def abort(self, request_id: str) -> None:
@@ -327,7 +329,7 @@ class Engine:
                 head.cache = PagedKVCache(self.pool)
                 head.cache.reserve(len(head.ids))
                 self.running.append(head)
-                self._trace("start_stage", head.id, "prefill", at=self.clock())
+                self._stage(head, "prefill", self.clock())
         return list(self.running)
 
     def _preempt(self, req: _Request) -> None:
@@ -336,7 +338,7 @@ class Engine:
         req.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(req)
-        self._trace("start_stage", req.id, "queue", at=self.clock())
+        self._stage(req, "queue", self.clock())
         self._trace("counter", "preemptions", self.preemptions, at=self.clock())
 
     # ------------------------------------------------------------ the forward and each request
@@ -371,9 +373,8 @@ class Engine:
         except Exception as e:
             return self._finish(req, FinishReason.ERROR, now, error=f"{type(e).__name__}: {e}")
         req.tokens.append(token)
-        if len(req.tokens) == 1:
-            self._trace("start_stage", req.id, "decode", at=now)
-        self._trace("token", req.id, at=now)
+        self._trace("token", req.id, at=now)       # chosen at the end of this forward ...
+        self._stage(req, "decode", now)            # ... and the next one is a decode
         p = req.params
         if token == self.eos_token_id and not p.ignore_eos:
             return self._finish(req, FinishReason.STOP, now, new=[token], text=self._text(req.tokens[:-1]))
@@ -426,9 +427,9 @@ class Engine:
                                                list(req.tokens), self._usage(req), error)
         while len(self._finished) > KEEP_FINISHED:
             self._finished.popitem(last=False)
-        attrs = {"gen_ai.usage.output_tokens": len(req.tokens), "preemptions": req.preemptions}
+        attrs = {"course.kv_cache_released": True, "course.preemptions": req.preemptions}
         if error is not None:
-            attrs["error"] = error
+            attrs["error.type"] = error.split(":")[0]
         self._trace("end_request", req.id, str(reason), at=now, **attrs)
         return RequestOutput(req.id, list(new), delta, reason, stop_reason, list(req.tokens), self._usage(req), error)
 
@@ -440,6 +441,11 @@ class Engine:
     @staticmethod
     def _usage(req: _Request) -> dict:
         return {"prompt_tokens": len(req.prompt), "completion_tokens": len(req.tokens)}
+
+    def _stage(self, req: _Request, stage: str, at: float) -> None:
+        if req.stage != stage:
+            req.stage = stage
+            self._trace("start_stage", req.id, stage, at=at)
 
     def _trace(self, method: str, *args, **kwargs) -> None:
         if self.tracer is not None:

@@ -349,36 +349,44 @@ def test_engine_rejects_bad_arguments():
 
 # ---------------------------------------------------------------- tracing
 
-class RecordingTracer:
-    """Records the RequestTracer calls the engine makes."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __getattr__(self, name):
-        return lambda *a, **kw: self.calls.append((name, a, kw))
-
-
-def test_tracer_sees_stages_tokens_endings_and_counters():
+def test_tracer_spans_give_queue_ttft_tpot_and_counters():
+    from course.tracing import RequestTracer, group_by_request, request_metrics
     clock = FakeClock()
-    tracer = RecordingTracer()
+    tracer = RequestTracer(clock)
     model = SimulatedCost(scripted(), clock, fixed=1.0, per_token=0.0)
     engine = Engine(model, config=EngineConfig(max_batch=1), clock=clock, tracer=tracer)
     a = engine.add_request(list(P["p1"]), GREEDY)
     b = engine.add_request(list(P["p8"]), GREEDY)
+    c = engine.add_request(list(P["p3"]), GREEDY)
+    engine.abort(c)
     run(engine)
-    mine = lambda rid: [(n, a[1:] if n == "start_stage" else (), kw.get("at"))   # noqa: E731
-                        for n, a, kw in tracer.calls if a and a[0] == rid]
-    assert [(n, s) for n, s, _ in mine(b)] == [("start_request", ()), ("start_stage", ("queue",)),
-                                               ("start_stage", ("prefill",)), ("start_stage", ("decode",)),
-                                               ("token", ()), ("token", ()), ("end_request", ())]
-    # b waits for a's 5 steps; its prefill starts at t = 5, its tokens at 6 and 7.
-    assert [t for _, _, t in mine(b)][2:] == [5.0, 6.0, 6.0, 7.0, 7.0]
-    assert sum(1 for n, *_ in mine(a) if n == "token") == 5
-    ends = [(x[1][0], x[1][1]) for x in tracer.calls if x[0] == "end_request"]
-    assert ends == [(a, "stop"), (b, "stop")]
-    counters = [x[1] for x in tracer.calls if x[0] == "counter"]
-    assert ("batch_size", 1) in counters and any(c[0] == "kv_blocks_used" for c in counters)
+    assert tracer.open_requests() == []
+    spans = group_by_request(tracer.finished_spans())
+    ma, mb = request_metrics(spans[a]), request_metrics(spans[b])
+    # a: 5 steps of 1 s from t = 0; b waits for them, then 2 steps.
+    assert (ma["queue"], ma["ttft"], ma["tpot"], ma["output_tokens"], ma["e2e"]) == (0.0, 1.0, 1.0, 5, 5.0)
+    assert (mb["queue"], mb["ttft"], mb["tpot"], mb["output_tokens"], mb["e2e"]) == (5.0, 6.0, 1.0, 2, 7.0)
+    assert [s.name for s in spans[b] if s.parent is not None] == ["queue", "prefill", "decode"]
+    reasons = {rid: [s.attributes["gen_ai.response.finish_reasons"] for s in sp if s.parent is None][0]
+               for rid, sp in spans.items()}
+    assert reasons == {a: ("stop",), b: ("stop",), c: ("cancelled",)}
+    sizes = [x["value"] for x in tracer.counters() if x["name"] == "batch_size"]
+    assert sizes == [1] * 7
+    assert max(x["value"] for x in tracer.counters() if x["name"] == "kv_blocks_in_use") >= 1
+
+
+def test_tracer_sees_a_preempted_request_queue_again():
+    from course.tracing import RequestTracer, group_by_request
+    tracer = RequestTracer(FakeClock())
+    engine = Engine(scripted(), config=EngineConfig(num_blocks=6, block_size=2, watermark_blocks=0),
+                    tracer=tracer, clock=FakeClock())
+    engine.add_request(list(P["p3"]), RequestParams(temperature=0, max_tokens=10))
+    b = engine.add_request(list(P["p7"]), RequestParams(temperature=0, max_tokens=10))
+    run(engine)
+    assert engine.stats()["preemptions"] >= 1
+    stages = [s.name for s in group_by_request(tracer.finished_spans())[b] if s.parent is not None]
+    assert stages[:3] == ["queue", "prefill", "decode"] and stages.count("queue") >= 2
+    assert stages[-1] == "decode"
 
 
 def test_request_output_finished_flag():
