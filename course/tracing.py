@@ -552,7 +552,8 @@ def first_deviation(baseline, incident, threshold: float = 0.25) -> dict | None:
     share ("cut_off": finish reason length or cancelled; "wrong") when it grows by more
     than `threshold`. A queue deviation while the incident's KV pool was full
     (kv_blocks_peak >= kv_capacity in some request) is blamed on "kv_cache": the queue
-    grew because memory ran out. Returns {"stage", "metric", "baseline", "incident"},
+    grew because memory ran out; its evidence is the largest share of the pool in use
+    ("kv_pool_used"). Returns {"stage", "metric", "baseline", "incident"},
     or None when nothing deviates (noise within the threshold is not a deviation).
     """
     for name, rows in (("baseline", baseline), ("incident", incident)):
@@ -571,9 +572,9 @@ def first_deviation(baseline, incident, threshold: float = 0.25) -> dict | None:
             continue
         if i - b > threshold * b + MIN_DELTA[kind]:
             if diagnosis == "queue" and any(r["kv_blocks_peak"] >= r["kv_capacity"] for r in incident):
-                peak = max(r["kv_blocks_peak"] for r in incident)
-                return {"stage": "kv_cache", "metric": "kv_blocks_peak",
-                        "baseline": max(r["kv_blocks_peak"] for r in baseline), "incident": peak}
+                used = lambda rows: max(r["kv_blocks_peak"] / r["kv_capacity"] for r in rows)  # noqa: E731
+                return {"stage": "kv_cache", "metric": "kv_pool_used", "baseline": used(baseline),
+                        "incident": used(incident)}
             return {"stage": diagnosis, "metric": metric, "baseline": b, "incident": i}
     return None
 

@@ -1,6 +1,7 @@
 """course.tracing: spans on a FakeClock, metrics, percentiles, grouping, diagnosis, export."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -271,3 +272,81 @@ def test_spans_from_events_matches_the_online_tracer():
     assert T.counters_from_events(events) == [{"name": "batch_size", "time": 10.5, "value": 1}]
     with pytest.raises(ValueError, match="must end every request"):
         T.spans_from_events(events[:-1], provider.get_tracer("test"))
+
+
+# ---------------------------------------------------------------- the lab06 request sets
+
+FIXTURES = Path(__file__).resolve().parents[1] / "datasets" / "fixtures"
+SCHEMA = Path(__file__).resolve().parents[1] / "datasets" / "schemas" / "trace_record.schema.json"
+INCIDENTS = {"trace_queue_incident": "queue", "trace_prefill_incident": "prefill", "trace_tpot_incident": "tpot",
+             "trace_decode_rounds_incident": "decode_rounds", "trace_kv_cache_incident": "kv_cache",
+             "trace_cut_off_incident": "finish_reason", "trace_not_latency_incident": "not_latency",
+             "trace_noise_only": None}
+
+
+def _load(name):
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _replay(rs):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider, exporter = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    T.spans_from_events(rs["events"], provider.get_tracer("test"))
+    return T.group_by_request(exporter.get_finished_spans())
+
+
+def _diagnosis_rows(rs):
+    """Diagnosis rows from the spans of a request set (as the notebook builds them)."""
+    peaks = {tl["request_id"]: tl["kv_blocks_peak"] for tl in rs["timelines"]}
+    out = []
+    for rid, spans in _replay(rs).items():
+        root = next(s for s in spans if s.parent is None)
+        out.append({**T.request_metrics(spans), "finish_reason": root.attributes["gen_ai.response.finish_reasons"][0],
+                    "wrong": not root.attributes["course.output_correct"], "kv_blocks_peak": peaks[rid],
+                    "kv_capacity": rs["costs"]["kv_capacity"]})
+    return out
+
+
+@pytest.mark.parametrize("name", ["trace_paths", "trace_mixed", "trace_queue_cancel"])
+def test_spans_of_a_request_set_match_its_timelines(name):
+    rs = _load(name)
+    groups = _replay(rs)
+    assert set(groups) == {tl["request_id"] for tl in rs["timelines"]}
+    for tl in rs["timelines"]:
+        spans = groups[tl["request_id"]]
+        stages = sorted((s for s in spans if s.parent is not None), key=lambda s: s.start_time)
+        assert [[s.name, s.start_time, s.end_time] for s in stages] == \
+               [[n, T.to_ns(a), T.to_ns(b)] for n, a, b in tl["stages"]]
+        m = T.request_metrics(spans)
+        assert m["output_tokens"] == len(tl["tokens"])
+        assert m["e2e"] == pytest.approx(tl["end"] - tl["arrival"], abs=1e-9)
+
+
+def test_every_ending_appears_in_the_paths_set():
+    reasons = {tl["finish_reason"] for tl in _load("trace_paths")["timelines"]}
+    assert reasons == {"stop", "length", "cancelled", "timeout", "error"}
+    queued = [tl for tl in _load("trace_queue_cancel")["timelines"] if len(tl["stages"]) == 1]
+    assert [tl["finish_reason"] for tl in queued] == ["cancelled"]
+
+
+@pytest.mark.parametrize("name,stage", sorted(INCIDENTS.items()))
+def test_each_incident_set_is_diagnosed_as_its_row_of_the_table(name, stage):
+    got = T.first_deviation(_diagnosis_rows(_load("trace_baseline")), _diagnosis_rows(_load(name)))
+    assert (got and got["stage"]) == stage
+
+
+def test_trace_records_validate_against_the_schema():
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for spans in _replay(_load("trace_paths")).values():
+        record = json.loads(json.dumps(T.trace_record(spans, tokenizer_version="tiny-model-bpe-512")))
+        validator.validate(record)
+    bad = {**record, "ttft_s": 0.0, "output_tokens": 0, "finish_reason": "stop", "cancel_time_s": None}
+    assert not validator.is_valid(bad)          # a request without tokens has no TTFT, not a zero one

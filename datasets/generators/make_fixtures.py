@@ -67,6 +67,11 @@ def render() -> dict[str, str]:
         rows.append(f"| `{fx['name']}` | {len(fx['vocab'])} | {len(fx['steps'])} | "
                     f"{', '.join(fx['exercises'])} | {desc} |")
     files["README.md"] = README_HEAD + "\n".join(rows) + "\n"
+    # other kinds of fixture files (e.g. lab06 request sets): EXTRA_FILES and a README_SECTION
+    for path in sorted(HERE.glob("fixtures_*.py")):
+        module = importlib.import_module(path.stem)
+        files.update(getattr(module, "EXTRA_FILES", {}))
+        files["README.md"] += getattr(module, "README_SECTION", "")
     return files
 
 
