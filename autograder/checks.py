@@ -145,6 +145,10 @@ def value_forms(value: Any) -> list[str]:
     if isinstance(value, torch.Tensor):
         forms |= {str(tuple(value.shape)), str(list(value.shape)), str(value.dtype),
                   str(value.dtype).replace("torch.", "")}
+        if value.dtype.is_floating_point and bool(torch.isnan(value).any()):
+            forms |= {"nan", "NaN"}  # naming the bad entries shows what was wrong with the tensor
+        if value.dtype.is_floating_point and bool(torch.isinf(value).any()):
+            forms |= {"inf", "Inf"}
     if value is not None and not isinstance(value, (bool, int, float, str, list, tuple, dict, set, torch.Tensor)):
         # only for other objects: the type name of a number, string, container or tensor is no
         # evidence of the value ("int" is inside "integer", "list" inside "a list of strings")
