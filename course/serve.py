@@ -16,10 +16,13 @@ value, in OpenAI's error shape), turns the prompt into token ids, and hands
 `add_request` to ONE background thread, the engine loop. That thread owns the engine:
 it runs queued commands (add, abort), calls `engine.step()`, and routes every
 RequestOutput to the asyncio queue of its request. The handler reads its queue and
-writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body. A full waiting
-queue (QueueFull) or a refused admission (RequestRefused) answers 429 at once. A client
-that closes its stream aborts the request: the abort is the next command the loop runs,
-before its next step, so the request's KV blocks are back in the pool within one step.
+writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body. Overload (the
+engine's waiting queue is full: QueueFull) answers 429 with Retry-After at once, never a
+hang; a request that can never run (RequestRefused: prompt + max_tokens larger than the
+KV pool) answers 400 naming max_tokens, since retrying could not help. A client that
+closes its stream aborts the request: the abort is the next command the loop runs,
+before its next step, and the engine frees the blocks inside abort(), so the request's
+KV blocks are back in the pool within one step.
 
 Finish reasons on the wire. The course's FinishReason values are OpenAI's where OpenAI
 has one and pass through unchanged otherwise:
@@ -223,7 +226,7 @@ def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len:
         if isinstance(prompt, str):
             if not prompt:
                 raise invalid("prompt", "`prompt` must be a non-empty string, got ''.")
-            prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+            prompt_ids = _encode(tokenizer, prompt, "prompt")
         elif isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
             bad = [t for t in prompt if t < 0 or (vocab_size is not None and t >= vocab_size)]
             if bad:
@@ -238,7 +241,7 @@ def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len:
         _unsupported(body, "suffix", ("",), "suffix is not supported")
         _unsupported(body, "logprobs", (0,), "logprobs are not supported")
     else:
-        prompt_ids = tokenizer.encode(render_chat(body.get("messages")), add_special_tokens=False)
+        prompt_ids = _encode(tokenizer, render_chat(body.get("messages")), "messages")
         if body.get("max_tokens") is not None and body.get("max_completion_tokens") is not None:
             raise invalid("max_completion_tokens", "Give `max_tokens` or `max_completion_tokens`, not both.")
         name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
@@ -298,6 +301,12 @@ def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len:
               "max_tokens": max_tokens, "stop": stop, "stop_token_ids": list(stop_token_ids),
               "ignore_eos": ignore_eos, "deadline": request_timeout}
     return ParsedRequest(prompt_ids, params, stream, include_usage, model)
+
+
+def _encode(tokenizer, text: str, param: str) -> list[int]:
+    if tokenizer is None:
+        raise invalid(param, f"`{param}` must be token ids: this server has no tokenizer, got {_short(text)}.")
+    return tokenizer.encode(text, add_special_tokens=False)
 
 
 def _short(value) -> str:
@@ -374,11 +383,11 @@ class EngineLoop:
     # -- the loop thread
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._wake.clear()         # before reading the commands: a later submit wakes the wait
             self._run_commands()
             if not self.engine.has_unfinished():
                 self._stats = dict(self.engine.stats())
                 self._wake.wait(0.5)
-                self._wake.clear()
                 continue
             try:
                 outputs = self.engine.step()
@@ -579,12 +588,12 @@ def _exception_response(exc: BaseException, metrics: ServerMetrics | None) -> AP
         reason, err = "shutdown", exc
     elif from_engine and isinstance(exc, from_engine[0]):      # QueueFull
         reason = "queue_full"
-        err = APIErrorResponse(429, f"The server is overloaded: {exc} Retry later.", type="rate_limit_error",
+        err = APIErrorResponse(429, f"The server is overloaded: {exc}", type="rate_limit_error",
                                code="queue_full", retry_after=1)
-    elif from_engine and isinstance(exc, from_engine[1]):      # RequestRefused
+    elif from_engine and isinstance(exc, from_engine[1]):      # RequestRefused: it can never run
         reason = "refused"
-        err = APIErrorResponse(429, f"The server refused the request for now: {exc}", type="rate_limit_error",
-                               code="admission_refused", retry_after=1)
+        err = APIErrorResponse(400, f"`max_tokens` is too large for this server: {exc}", param="max_tokens",
+                               code="request_refused")
     elif isinstance(exc, ValueError):                          # the engine's own argument checks
         reason = "invalid"
         param = str(exc).split("`")[1] if str(exc).count("`") >= 2 else None
@@ -792,9 +801,13 @@ class _Answer:
         yield "data: [DONE]\n\n"
 
 
-def default_make_params(engine_module=None) -> Callable[[dict], Any]:
-    """The parameters object the course engine wants, made from the checked dict."""
-    return lambda p: p
+def default_make_params() -> Callable[[dict], Any]:
+    """The checked dict as course.engine.RequestParams (any other engine gets the dict)."""
+    try:
+        from .engine import RequestParams
+    except ImportError:
+        return lambda p: p
+    return RequestParams.coerce
 
 
 # ---------------------------------------------------------------- running it
@@ -859,13 +872,17 @@ def start_background(engine, tokenizer, *, port: int = 0, **app_kwargs) -> Backg
 
 
 def tiny_engine(device: str | None = None, **config):
-    """The reference engine (course.engine) on the shipped tiny model, and its tokenizer."""
+    """(engine, tokenizer, context length): the reference engine (course.engine) over
+    the course decoder with the shipped tiny model's weights. `config`: EngineConfig
+    fields; None keeps the default."""
+    from .decoder import CourseDecoder
     from .engine import Engine, EngineConfig
     from .tiny_model import load_tiny_model
 
-    model, tokenizer = load_tiny_model(device)
-    engine = Engine(model, tokenizer, config=EngineConfig(**{k: v for k, v in config.items() if v is not None}))
-    return engine, tokenizer, model.config.n_positions
+    hf, tokenizer = load_tiny_model(device)
+    decoder = CourseDecoder.from_pretrained(hf)
+    engine = Engine(decoder, tokenizer, config=EngineConfig(**{k: v for k, v in config.items() if v is not None}))
+    return engine, tokenizer, decoder.config.n_positions
 
 
 def main(argv=None) -> int:
