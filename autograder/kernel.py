@@ -232,14 +232,24 @@ def _validating() -> bool:
     return os.environ.get("NBGRADER_EXECUTION") == "validate"
 
 
+def _refuse_tampered_kernel(score: float = 12.5):
+    tampered = kernel_tampering(score)
+    if tampered:
+        raise KernelTampered("this cell is not scored: " + "; ".join(tampered) +
+                             ". Remove that code and run the notebook again.")
+
+
 def check(lab: str, name: str, ns: dict) -> CheckSummary:
     """Run the visible cases of one test and print what passed and what to fix.
 
     Under `nbgrader validate` a failing visible case raises VisibleChecksFailed, so the
-    Validate button reports the cell as failing."""
+    Validate button reports the cell as failing; under nbgrader (validate or autograde) a
+    kernel changed by notebook code raises KernelTampered."""
     result = _run(lab, name, ns, visible_only=True)
     print(test_text(result, title=f"{name}: visible checks"))
     summary = CheckSummary(result)
+    if os.environ.get("NBGRADER_EXECUTION"):   # autograde or validate: this cell's output is a grade
+        _refuse_tampered_kernel()
     if _validating() and not summary.all_passed:
         raise VisibleChecksFailed(repr(summary))
     return summary
@@ -285,10 +295,7 @@ def grade(lab: str, name: str, ns: dict) -> float:
     result = _run(lab, name, ns, visible_only=False)
     print(test_text(result))
     score = float(result.score)
-    tampered = kernel_tampering(score)
-    if tampered:
-        raise KernelTampered("this cell is not scored: " + "; ".join(tampered) +
-                             ". Remove that code and run the notebook again.")
+    _refuse_tampered_kernel(score)
     if score <= 0 < result.max_score:
         raise NoPoints(f"{name}: 0 of {result.max_score:g} points (the report above says why).")
     return score

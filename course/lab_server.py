@@ -63,10 +63,10 @@ def sync_work(labs: Path = LABS, work: Path = WORK) -> list[str]:
     return copied
 
 
-def learner_config(config: Path = CONFIG) -> Path:
+def learner_config(config: Path | None = None) -> Path:
     """Write the Jupyter config folder that turns nbgrader's interface off (put first on
     JUPYTER_CONFIG_PATH, it outranks the environment's etc/jupyter). Returns the folder."""
-    config = Path(config)
+    config = Path(config) if config is not None else CONFIG
     (config / "labconfig").mkdir(parents=True, exist_ok=True)
     page = {"disabledExtensions": {NBGRADER_LAB_EXTENSION: True}}
     (config / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=2) + "\n")
