@@ -33,20 +33,138 @@ tensor. The decoder never knows the rows live in different blocks of one pool.
 ScriptedBatchedModel has the same surface with scripted logits, so an engine can be
 tested on exact, hand-written sequences; SimulatedCost charges each forward pass
 `fixed + per_token * tokens` seconds on a FakeClock, a cost model for throughput.
+
+The request types an engine speaks (EngineConfig, RequestParams, RequestOutput,
+QueueFull, RequestRefused) live here too, so a lab can write the engine itself
+(course.engine holds the course's answer) on top of them.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, fields
 
 import torch
 
 from ._checks import check_int, check_number, check_type, is_int
 from .decoder import CourseDecoder
+from .finish import FinishReason
+from .generation import validate_params
 from .paged_kv import KVPool, PagedKVCache
+from .sampling import SamplingParams
 from .scripted import ScriptedModelError
 
 __all__ = ["BatchedDecoder", "ScriptedBatchedModel", "SimulatedCost", "as_batched", "check_rows",
-           "solo_greedy"]
+           "solo_greedy", "EngineConfig", "RequestParams", "RequestOutput", "QueueFull", "RequestRefused"]
+
+
+# ---------------------------------------------------------------- what an engine takes and returns
+
+class QueueFull(RuntimeError):
+    """The waiting queue holds max_waiting requests: refuse now (HTTP 429), do not queue forever."""
+
+
+class RequestRefused(ValueError):
+    """The request can never run: it does not fit the KV pool or the model's context."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """num_blocks, block_size: the KV pool. max_batch: most running requests at once.
+    watermark_blocks: blocks admission leaves free, so running requests can keep
+    decoding without an immediate preemption. max_waiting: the queue limit."""
+    num_blocks: int = 256
+    block_size: int = 16
+    max_batch: int = 16
+    watermark_blocks: int = 1
+    max_waiting: int = 256
+
+    def __post_init__(self) -> None:
+        check_int("num_blocks", self.num_blocks, 1)
+        check_int("block_size", self.block_size, 1)
+        check_int("max_batch", self.max_batch, 1)
+        check_int("watermark_blocks", self.watermark_blocks, 0, self.num_blocks - 1)
+        check_int("max_waiting", self.max_waiting, 0)
+
+
+@dataclass(frozen=True)
+class RequestParams:
+    """Sampling and stopping parameters of one request, checked when made.
+
+    temperature 0 is greedy; a sampled request draws from its own generator seeded
+    with `seed` (a random seed when None). deadline: seconds on the engine's clock
+    from add_request. ignore_eos: keep going past EOS (benchmarks use it).
+    """
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    seed: int | None = None
+    max_tokens: int = 16
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    deadline: float | None = None
+    include_stop_str_in_output: bool = False
+
+    def __post_init__(self) -> None:
+        SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=self.seed)
+        p = validate_params(max_tokens=self.max_tokens, stop=_as_list(self.stop),
+                            stop_token_ids=_as_list(self.stop_token_ids),
+                            include_stop_str_in_output=self.include_stop_str_in_output, deadline=self.deadline)
+        if type(self.ignore_eos) is not bool:
+            raise ValueError(f"`ignore_eos` must be True or False, got {self.ignore_eos!r}.")
+        object.__setattr__(self, "stop", tuple(p["stop"]))
+        object.__setattr__(self, "stop_token_ids", tuple(p["stop_token_ids"]))
+
+    @classmethod
+    def coerce(cls, params) -> "RequestParams":
+        """None, a RequestParams, a dict, or any object with some of these attributes
+        (a course.sampling.SamplingParams, an API request): missing ones take the defaults."""
+        if params is None:
+            return cls()
+        if isinstance(params, cls):
+            return params
+        names = [f.name for f in fields(cls)]
+        if isinstance(params, dict):
+            unknown = sorted(set(params) - set(names))
+            if unknown:
+                raise ValueError(f"`params` must use the names {names}, got unknown {unknown}.")
+            values = {k: v for k, v in params.items() if v is not None or k in ("top_k", "seed", "deadline")}
+        else:
+            values = {n: getattr(params, n) for n in names if getattr(params, n, None) is not None}
+        return cls(**values)
+
+
+def _as_list(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+@dataclass
+class RequestOutput:
+    """What one step says about one request.
+
+    new_token_ids: tokens sampled this step (the one that ended the request included).
+    text_delta: new text that is safe to show: held back while it could still grow into
+        a stop string; the ending token's or stop string's text is never shown.
+    finish_reason: None while the request runs, then a FinishReason; stop_reason names
+        the stop string or stop token id that fired. raw_token_ids: every token so far.
+    """
+    request_id: str
+    new_token_ids: list[int]
+    text_delta: str
+    finish_reason: FinishReason | None = None
+    stop_reason: str | int | None = None
+    raw_token_ids: list[int] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+
+# ---------------------------------------------------------------- the batched forward
+
 
 
 def check_rows(token_ids, caches, vocab_size: int, max_context: int | None = None) -> list[list[int]]:
@@ -148,8 +266,10 @@ class ScriptedBatchedModel:
     scripts: {prompt (tuple of ids): [token the model prefers at step 0, 1, ...]}. At
         step s of a request (s tokens generated so far) the logits are 0 except
         `margin` at script[s] and margin / 2 at the next id, so greedy decoding plays
-        the script exactly and sampling has a real choice. A step past the end of a
-        script raises ScriptedModelError: the engine missed a stop condition.
+        the script exactly and sampling has a real choice. A script may instead be a
+        (steps, V) float tensor of logits, replayed row by row (from_fixture does that).
+        A step past the end of a script raises ScriptedModelError: the engine missed a
+        stop condition.
     raise_at: {prompt: step}: a forward that includes that request at that step
         raises ScriptedModelError (a crashing model; the whole batch call fails).
     nan_at: {prompt: step}: that request's logits row is NaN at that step.
@@ -167,7 +287,7 @@ class ScriptedBatchedModel:
         if eos_token_id is not None:
             check_int("eos_token_id", eos_token_id, 0, self.vocab_size - 1)
         self.eos_token_id = eos_token_id
-        self.scripts = {self._prompt("scripts", p): self._ids("scripts", s) for p, s in dict(scripts).items()}
+        self.scripts = {self._prompt("scripts", p): self._script(s) for p, s in dict(scripts).items()}
         self.raise_at = {self._prompt("raise_at", p): check_int("raise_at step", s, 0)
                          for p, s in dict(raise_at or {}).items()}
         self.nan_at = {self._prompt("nan_at", p): check_int("nan_at step", s, 0)
@@ -176,6 +296,26 @@ class ScriptedBatchedModel:
         self.max_context = check_int("max_context", max_context, 1)
         self.device = torch.device("cpu")
         self.calls: list[list[tuple[tuple[int, ...], int, int]]] = []
+
+    @classmethod
+    def from_fixture(cls, fixture, *, raise_at: int | None = None, nan_at: int | None = None) -> "ScriptedBatchedModel":
+        """Replay a course fixture (or its name): its vocab, EOS and per-step logits for its
+        prompt, with a ScriptedModel's raise_at / nan_at steps."""
+        from . import fixtures as _fixtures
+        fx = _fixtures.load(fixture) if isinstance(fixture, str) else fixture
+        check_type("fixture", fx, _fixtures.Fixture, "a Fixture or a fixture name")
+        prompt = tuple(fx.prompt_ids)
+        return cls(fx.vocab, {prompt: fx.logits()}, eos_token_id=fx.eos_token_id,
+                   raise_at=None if raise_at is None else {prompt: raise_at},
+                   nan_at=None if nan_at is None else {prompt: nan_at})
+
+    def _script(self, script):
+        if isinstance(script, torch.Tensor):
+            if script.dim() != 2 or script.shape[1] != self.vocab_size or not script.is_floating_point():
+                raise ValueError(f"`scripts` tensors must be (steps, {self.vocab_size}) floating logits, "
+                                 f"got shape {tuple(script.shape)} {script.dtype}.")
+            return script.float().clone()
+        return self._ids("scripts", script)
 
     def _ids(self, name, ids) -> list[int]:
         if not isinstance(ids, (list, tuple)) or not all(is_int(t) and 0 <= t < self.vocab_size for t in ids):
@@ -218,8 +358,11 @@ class ScriptedBatchedModel:
         for i, (prompt, script, step, past, new) in enumerate(plan):
             zeros = torch.zeros(1, 1, new, 1)
             caches[i].append(0, zeros, zeros)                             # the cache grows as for real
-            out[i, script[step]] = self.margin
-            out[i, (script[step] + 1) % self.vocab_size] += self.margin / 2
+            if isinstance(script, torch.Tensor):
+                out[i] = script[step]
+            else:
+                out[i, script[step]] = self.margin
+                out[i, (script[step] + 1) % self.vocab_size] += self.margin / 2
             if self.nan_at.get(prompt) == step:
                 out[i] = math.nan
         return out

@@ -34,17 +34,16 @@ from __future__ import annotations
 import random
 import threading
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field, fields
 
 import torch
 
 from ._checks import check_int, check_type
-from .batched import as_batched
+from .batched import EngineConfig, QueueFull, RequestOutput, RequestParams, RequestRefused, as_batched
 from .clock import monotonic
 from .finish import FinishReason
-from .generation import first_stop, holdback_length, validate_params
+from .generation import first_stop, holdback_length
 from .paged_kv import PagedKVCache, blocks_needed
-from .sampling import SamplingParams, sample_next
+from .sampling import sample_next
 
 ANSWERS_FOR = "lab07"
 
@@ -52,109 +51,6 @@ __all__ = ["ANSWERS_FOR", "EngineConfig", "RequestParams", "RequestOutput", "Que
            "Engine", "drain"]
 
 KEEP_FINISHED = 4096     # final outputs kept for final_output(); the oldest are dropped first
-
-
-class QueueFull(RuntimeError):
-    """The waiting queue holds max_waiting requests: refuse now (HTTP 429), do not queue forever."""
-
-
-class RequestRefused(ValueError):
-    """The request can never run: it does not fit the KV pool or the model's context."""
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """num_blocks, block_size: the KV pool. max_batch: most running requests at once.
-    watermark_blocks: blocks admission leaves free, so running requests can keep
-    decoding without an immediate preemption. max_waiting: the queue limit."""
-    num_blocks: int = 256
-    block_size: int = 16
-    max_batch: int = 16
-    watermark_blocks: int = 1
-    max_waiting: int = 256
-
-    def __post_init__(self) -> None:
-        check_int("num_blocks", self.num_blocks, 1)
-        check_int("block_size", self.block_size, 1)
-        check_int("max_batch", self.max_batch, 1)
-        check_int("watermark_blocks", self.watermark_blocks, 0, self.num_blocks - 1)
-        check_int("max_waiting", self.max_waiting, 0)
-
-
-@dataclass(frozen=True)
-class RequestParams:
-    """Sampling and stopping parameters of one request, checked when made.
-
-    temperature 0 is greedy; a sampled request draws from its own generator seeded
-    with `seed` (a random seed when None). deadline: seconds on the engine's clock
-    from add_request. ignore_eos: keep going past EOS (benchmarks use it).
-    """
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int | None = None
-    seed: int | None = None
-    max_tokens: int = 16
-    stop: tuple[str, ...] = ()
-    stop_token_ids: tuple[int, ...] = ()
-    ignore_eos: bool = False
-    deadline: float | None = None
-    include_stop_str_in_output: bool = False
-
-    def __post_init__(self) -> None:
-        SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=self.seed)
-        p = validate_params(max_tokens=self.max_tokens, stop=_as_list(self.stop),
-                            stop_token_ids=_as_list(self.stop_token_ids),
-                            include_stop_str_in_output=self.include_stop_str_in_output, deadline=self.deadline)
-        if type(self.ignore_eos) is not bool:
-            raise ValueError(f"`ignore_eos` must be True or False, got {self.ignore_eos!r}.")
-        object.__setattr__(self, "stop", tuple(p["stop"]))
-        object.__setattr__(self, "stop_token_ids", tuple(p["stop_token_ids"]))
-
-    @classmethod
-    def coerce(cls, params) -> "RequestParams":
-        """None, a RequestParams, a dict, or any object with some of these attributes
-        (a course.sampling.SamplingParams, an API request): missing ones take the defaults."""
-        if params is None:
-            return cls()
-        if isinstance(params, cls):
-            return params
-        names = [f.name for f in fields(cls)]
-        if isinstance(params, dict):
-            unknown = sorted(set(params) - set(names))
-            if unknown:
-                raise ValueError(f"`params` must use the names {names}, got unknown {unknown}.")
-            values = {k: v for k, v in params.items() if v is not None or k in ("top_k", "seed", "deadline")}
-        else:
-            values = {n: getattr(params, n) for n in names if getattr(params, n, None) is not None}
-        return cls(**values)
-
-
-def _as_list(value):
-    return list(value) if isinstance(value, (list, tuple)) else value
-
-
-@dataclass
-class RequestOutput:
-    """What one step says about one request.
-
-    new_token_ids: tokens sampled this step (the one that ended the request included).
-    text_delta: new text that is safe to show: held back while it could still grow into
-        a stop string; the ending token's or stop string's text is never shown.
-    finish_reason: None while the request runs, then a FinishReason; stop_reason names
-        the stop string or stop token id that fired. raw_token_ids: every token so far.
-    """
-    request_id: str
-    new_token_ids: list[int]
-    text_delta: str
-    finish_reason: FinishReason | None = None
-    stop_reason: str | int | None = None
-    raw_token_ids: list[int] = field(default_factory=list)
-    usage: dict = field(default_factory=dict)
-    error: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.finish_reason is not None
 
 
 class _Request:
