@@ -1,0 +1,85 @@
+"""Which labs exist, and what each grader grades, has one answer.
+
+* autograder/graders/, solutions/ and labs/ name the same labs;
+* every grader declares `API = {name: "(signature)"}`, and each signature equals the
+  stub's signature in the release notebook labs/labNN/labNN.ipynb (inspect.signature);
+* every declared function is called by at least one case, and every stub is declared.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from autograder import get_tests, labs
+from autograder.notebook import read
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lab_dirs(folder: str) -> set[str]:
+    return {p.name for p in (ROOT / folder).glob("lab[0-9][0-9]") if p.is_dir()}
+
+
+def test_graders_solutions_and_release_name_the_same_labs():
+    graded, sources, released = set(labs()), _lab_dirs("solutions"), _lab_dirs("labs")
+    assert graded == sources, f"graders {sorted(graded ^ sources)} have no solution notebook, or the reverse"
+    assert sources == released, f"solutions and labs disagree: {sorted(sources ^ released)} (run make release)"
+    for lab in sorted(sources):
+        assert (ROOT / "solutions" / lab / f"{lab}.ipynb").is_file(), f"solutions/{lab}/{lab}.ipynb is missing"
+        assert (ROOT / "labs" / lab / f"{lab}.ipynb").is_file(), f"labs/{lab}/{lab}.ipynb is missing"
+        assert (ROOT / "autograder" / "reference" / f"{lab}.py").is_file(), f"no reference for {lab}"
+        assert any((ROOT / "autograder" / "variants" / lab).glob("bug_*.py")), f"no bug variant for {lab}"
+
+
+def _stubs(lab: str) -> dict[str, inspect.Signature]:
+    """Signatures of the public functions defined in the release's solution (stub) cells."""
+    out = {}
+    for cell in read(ROOT / "labs" / lab / f"{lab}.ipynb").cells:
+        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("solution"):
+            continue
+        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                out[node.name] = _signature(node)
+    return out
+
+
+def _signature(node: ast.FunctionDef) -> inspect.Signature:
+    """inspect.signature of a def with its body and decorators dropped (defaults are evaluated)."""
+    bare = ast.FunctionDef(name=node.name, args=node.args, body=[ast.Pass()], decorator_list=[], returns=None)
+    module = ast.fix_missing_locations(ast.Module(body=[bare], type_ignores=[]))
+    ns: dict = {}
+    exec(compile(module, "<stub>", "exec"), {"math": __import__("math")}, ns)
+    return inspect.signature(ns[node.name])
+
+
+def _declared(sig_text: str) -> inspect.Signature:
+    return _signature(ast.parse(f"def f{sig_text}: pass").body[0])
+
+
+@pytest.mark.parametrize("lab", labs())
+def test_grader_api_matches_release_stubs(lab):
+    module = importlib.import_module(f"autograder.graders.{lab}")
+    api = getattr(module, "API", None)
+    assert isinstance(api, dict) and api, f"autograder/graders/{lab}.py declares no API = {{name: '(signature)'}}"
+    stubs = _stubs(lab)
+    for name, text in api.items():
+        assert name in stubs, f"{lab}: the grader grades {name}, which the release has no stub for"
+        assert str(_declared(text)) == str(stubs[name]), \
+            f"{lab}.{name}: grader declares {text}, the release stub is {stubs[name]}"
+    undeclared = set(stubs) - set(api)
+    assert not undeclared, f"{lab}: stubs {sorted(undeclared)} are not in the grader's API declaration"
+
+
+@pytest.mark.parametrize("lab", labs())
+def test_every_declared_function_is_graded(lab):
+    module = importlib.import_module(f"autograder.graders.{lab}")
+    source = (ROOT / "autograder" / "graders" / f"{lab}.py").read_text(encoding="utf-8")
+    after_api = source.split("API = ", 1)[-1].split("\n}\n", 1)[-1]
+    for name in getattr(module, "API", {}):
+        assert f'"{name}"' in after_api, f"{lab}: no probe calls {name} by name"
+    assert get_tests(lab), f"{lab} has no TESTS"
