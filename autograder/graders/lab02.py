@@ -23,10 +23,18 @@ import torch
 
 import course
 
-from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, raised, same_values
+from ..checks import Input, call_probe, rejects, result_of, unchanged
+from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, raised
 from ..reference import lab02 as ref
 
 LAB = "lab02"
+
+API = {
+    "top_k_filter": "(logits, top_k)",
+    "top_p_filter": "(logits, top_p, min_tokens_to_keep=1)",
+    "sample_token": "(logits, generator)",
+    "filter_logits": "(logits, *, temperature=1.0, top_k=None, top_p=1.0)",
+}
 CHI2_MIN_P_VALUE = 1e-6   # a correct sampler fails this for a given seed with probability 1e-6
 
 
@@ -84,22 +92,9 @@ long_tail_masked = named("fixture 'long_tail' with all but 5 tokens at -inf", _l
 
 
 def _calls_probe(name, calls):
-    """Call the student's `name` on each (make_input, kwargs); record result, whether the
+    """checks.call_probe over (make_input, kwargs) pairs: each call's result, whether the
     input changed, and whether the input object itself came back."""
-    def probe(ns):
-        fn = function(ns, name)
-        out = []
-        for make, kwargs in calls:
-            x = make()
-            before = x.clone()
-            try:
-                y = fn(x, **kwargs)
-            except Exception as e:  # judged in the parent
-                out.append({"result": raised(e), "unchanged": same_values(x, before), "same_object": False})
-                continue
-            out.append({"result": y, "unchanged": same_values(x, before), "same_object": y is x})
-        return out
-    return probe
+    return call_probe(name, [Input(getattr(make, "label", "logits"), make, kwargs) for make, kwargs in calls])
 
 
 def _label(make, kwargs):
@@ -117,11 +112,7 @@ def check_filtered(obs, x, expected, *, call, hint, compare="values"):
     compare="values": kept tokens must hold the input's values (top-k, top-p);
     compare="probs":  softmax of the result must equal softmax of expected (the pipeline).
     """
-    got = obs["result"]
-    if is_raised(got):
-        raise Fail(f"{call} raised {got['__raised__']}: {got['message']}", expected="filtered logits",
-                   got=describe(got), hint=hint)
-    got = as_tensor(got, "the result")
+    got = as_tensor(result_of(obs, call, hint, expected="filtered logits"), "the result")
     if tuple(got.shape) != tuple(x.shape):
         raise Fail(f"{call} returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}",
                    expected=list(x.shape), got=list(got.shape),
@@ -160,10 +151,7 @@ def check_filtered(obs, x, expected, *, call, hint, compare="values"):
         raise Fail(f"{call} changed the logits tensor it was given",
                    hint="Never modify the input in place: use masked_fill (not masked_fill_), logits / T "
                         "(not logits /= T), and no logits[...] = ... assignments.")
-    if obs["same_object"]:
-        raise Fail(f"{call} returned the input tensor itself, not a new one",
-                   hint="Return a new tensor (logits.clone() when nothing is removed), so callers can "
-                        "change the result without changing the input.")
+    unchanged(obs, call)
 
 
 def filter_case(name, fn_name, calls, expected_fn, *, hint, visible=False, fixture=None, compare="values"):
@@ -183,19 +171,7 @@ def invalid_case(name, fn_name, make, bad, *, hint, extra=None):
 
     def judge(obs):
         for (param, kwargs), o in zip(bad, obs):
-            value = kwargs[param]
-            got = o["result"]
-            call = f"{fn_name}(logits, {param}={value!r})"
-            if not is_raised(got) or not got["is_value_error"]:
-                raise Fail(f"{call} should raise ValueError", expected="ValueError",
-                           got=describe(got) if is_raised(got) else "it returned a result", hint=hint)
-            msg = got["message"]
-            if param not in msg:
-                raise Fail(f"the error of {call} should name the parameter `{param}`",
-                           expected=f"a message naming `{param}`", got=msg, hint=hint)
-            if str(value) not in msg and repr(value) not in msg:
-                raise Fail(f"the error of {call} should show the value it got ({value!r})",
-                           expected=f"a message containing {value!r}", got=msg, hint=hint)
+            rejects(o, f"{fn_name}(logits, {param}={kwargs[param]!r})", param, kwargs[param], hint)
     return Case(name, 1, _calls_probe(fn_name, calls), judge, hint=hint)
 
 
