@@ -396,8 +396,13 @@ class EngineLoop:
                 continue
             self.steps += 1
             now = self.clock()
+            deliveries: dict = {}              # one wake-up per event loop per step, not per output
             for out in outputs:
-                self._route(out, now)
+                tracked = self._route(out, now)
+                if tracked is not None:
+                    deliveries.setdefault(tracked.loop, []).append((tracked.queue, out))
+            for loop, items in deliveries.items():
+                loop.call_soon_threadsafe(_deliver, items)
             self._stats = dict(self.engine.stats())
         self._fail_all("the server shut down", reason="cancelled")
 
@@ -425,10 +430,11 @@ class EngineLoop:
         if ran:
             self._stats = dict(self.engine.stats())
 
-    def _route(self, out, now: float) -> None:
+    def _route(self, out, now: float) -> Tracked | None:
+        """Update the request's timings and metrics; return who should get `out`."""
         tracked = self._tracked.get(out.request_id)
         if tracked is None:
-            return                     # aborted already: nobody is listening
+            return None                # aborted already: nobody is listening
         n = len(out.new_token_ids or ())
         if n:
             intervals = n
@@ -446,7 +452,7 @@ class EngineLoop:
             del self._tracked[out.request_id]
             if self.metrics:
                 self.metrics.finished(tracked, str(out.finish_reason), now)
-        tracked.loop.call_soon_threadsafe(tracked.queue.put_nowait, out)
+        return tracked
 
     def _fail_all(self, message: str, reason: str = "error") -> None:
         for rid, tracked in list(self._tracked.items()):
@@ -476,6 +482,11 @@ class _Ended:
     text_delta: str = ""
     stop_reason: Any = None
     usage: dict | None = None
+
+
+def _deliver(items) -> None:
+    for queue, out in items:
+        queue.put_nowait(out)
 
 
 def _set_result(fut: asyncio.Future, value) -> None:
@@ -897,9 +908,14 @@ def main(argv=None) -> int:
     ap.add_argument("--max-waiting", type=int, default=None, help="waiting requests before 429")
     ap.add_argument("--request-timeout", type=float, default=None,
                     help="seconds; a request still running then ends with finish_reason 'timeout'")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--log-level", default="info")
     ns = ap.parse_args(argv)
+    import torch
     import uvicorn
+
+    if ns.threads is not None:
+        torch.set_num_threads(ns.threads)
 
     engine, tokenizer, max_len = tiny_engine(ns.device, num_blocks=ns.num_blocks, block_size=ns.block_size,
                                              max_batch=ns.max_batch, max_waiting=ns.max_waiting)
