@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 LABS := $(notdir $(wildcard solutions/lab[0-9][0-9]))
 LAB ?=
 
-.PHONY: help setup lab instructor e2e test release fixtures model bench grade gradescope clean-grading
+.PHONY: help setup lab instructor e2e test release fixtures model bench grade gradescope clean-grading serve
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -48,6 +48,9 @@ fixtures: $(STAMP)  ## rewrite datasets/fixtures/ from the generator
 
 model: $(STAMP)  ## retrain the tiny model into datasets/tiny-model (about 8 minutes on 2 cores)
 	$(PY) datasets/tiny_model_train.py
+
+serve: $(STAMP)  ## serve the lab07 engine over an OpenAI-compatible API on 127.0.0.1 (PORT=8000)
+	$(PY) -m course.serve --port $(or $(PORT),8000)
 
 bench: $(STAMP)  ## run the benchmarks (prints tables, writes benchmarks/results/)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
