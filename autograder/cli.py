@@ -82,10 +82,18 @@ def cmd_grade(args) -> int:
 def cmd_check(args) -> int:
     from . import reports
     from .isolation import Runtime, Sandbox, grade_isolated, prepare
+    from .selfcheck import NotebookNotFound, heartbeat, resolve_notebook
+    try:   # from work/, the course folder or anywhere: the error names every path looked at
+        args.notebook = str(resolve_notebook(args.notebook))
+    except NotebookNotFound as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     lab = _lab_of(args.notebook, args.lab)
     limits = _limits(args)
     sub = prepare(args.notebook, lab)
-    with Runtime(lab, sandbox=Sandbox.detect(args.sandbox)) as rt:
+    with heartbeat(f"Checking {args.notebook} ({lab}): the visible checks, in a fresh isolated process "
+                   "(about 30 s; save the notebook first, this reads the file)"), \
+            Runtime(lab, sandbox=Sandbox.detect(args.sandbox)) as rt:
         graded = grade_isolated(sub, rt, limits=limits, visible_only=True)
     rec = reports.record("you", sub, graded, version=reports.grader_version(lab), limits=limits)
     print(reports.check_text(rec))
@@ -143,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--hidden-visibility", default="after_published",
                    choices=("hidden", "after_due_date", "after_published", "visible"))
     s.set_defaults(func=cmd_gradescope)
+
+    from . import gradebook_sync, preflight
+    preflight.add_parser(sub)
+    gradebook_sync.add_parser(sub)
 
     r = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     r.add_argument("--lab", required=True)
