@@ -67,7 +67,7 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ._checks import is_int, is_number
+from ._checks import check_int, check_number, check_optional, check_type, is_int, is_number
 
 MODEL_NAME = "tiny-model"
 MAX_STOP_STRINGS = 16          # the course generation loop's limit (OpenAI's is 4)
@@ -80,6 +80,7 @@ TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1
                 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+ENGINE_METHODS = ("add_request", "step", "abort", "has_unfinished", "stats")
 FINISH_REASONS = ("stop", "length", "cancelled", "timeout", "content_filter", "error")
 
 
@@ -632,6 +633,16 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     `app.state.engine_loop` and `app.state.metrics` are there for tests and demos."""
     from contextlib import asynccontextmanager
 
+    missing = [m for m in ENGINE_METHODS if not callable(getattr(engine, m, None))]
+    if missing:
+        raise ValueError(f"`engine` must have {', '.join(ENGINE_METHODS)}, got a {type(engine).__name__} "
+                         f"without {', '.join(missing)}.")
+    if tokenizer is not None and not callable(getattr(tokenizer, "encode", None)):
+        raise ValueError(f"`tokenizer` must be None or have encode(text), got {type(tokenizer).__name__}.")
+    check_type("model_name", model_name, str, "a str")
+    check_int("max_model_len", max_model_len, 1)
+    check_optional("request_timeout", request_timeout, check_number, 0, lo_open=True)
+    check_type("metrics_prefix", metrics_prefix, str, "a str")
     metrics = ServerMetrics(metrics_prefix)
     engine_loop = EngineLoop(engine, make_params=make_params or default_make_params(), metrics=metrics)
     metrics.watch(engine_loop.stats)

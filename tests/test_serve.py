@@ -396,3 +396,21 @@ def test_abnormal_endings_on_the_wire(one_thread):
     with BackgroundServer(build_app(engine, None, max_model_len=64, request_timeout=1e-9)) as server:
         late = client_for(server.url).completions.create(model=MODEL, prompt=[1], max_tokens=8, temperature=0)
         assert late.choices[0].finish_reason == "timeout"
+
+
+def test_build_app_checks_its_arguments():
+    class NoStep:
+        def add_request(self, *a): ...
+
+    with pytest.raises(ValueError, match="without step, abort, has_unfinished, stats"):
+        build_app(NoStep(), None)
+    from course.batched import ScriptedBatchedModel
+    from course.engine import Engine
+
+    engine = Engine(ScriptedBatchedModel(["a", "b"], {(1,): [0]}), None)
+    with pytest.raises(ValueError, match="`max_model_len` must be an integer >= 1, got 0."):
+        build_app(engine, None, max_model_len=0)
+    with pytest.raises(ValueError, match=r"`request_timeout` must be a number in \(0, inf\], got -1."):
+        build_app(engine, None, request_timeout=-1)
+    with pytest.raises(ValueError, match="`tokenizer` must be None or have encode"):
+        build_app(engine, 42)
