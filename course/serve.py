@@ -345,7 +345,6 @@ class EngineLoop:
         self._stop = threading.Event()
         self._tracked: dict[str, Tracked] = {}
         self._stats = dict(engine.stats())
-        self.steps = 0
         self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
 
     # -- called from the event loop
@@ -371,8 +370,18 @@ class EngineLoop:
         return await done, tracked.queue
 
     def abort(self, request_id: str) -> None:
-        """Abort on the loop thread before its next step (no-op once finished)."""
-        self._command(("abort", request_id))
+        """Abort on the loop thread before its next step (no-op once finished; at
+        shutdown every request is ended anyway)."""
+        if not self._stop.is_set():
+            self._command(("abort", request_id))
+
+    def _added(self, done: asyncio.Future, request_id: str) -> None:
+        """On the event loop: hand the id to submit(), or abort at once if the handler
+        was cancelled (its client left) while the add was queued."""
+        if done.cancelled():
+            self.abort(request_id)
+        elif not done.done():
+            done.set_result(request_id)
 
     def _command(self, cmd) -> None:
         if self._stop.is_set():
@@ -395,7 +404,6 @@ class EngineLoop:
             except Exception as exc:   # the engine broke: end every request with an error
                 self._fail_all(f"engine step failed: {type(exc).__name__}: {exc}")
                 continue
-            self.steps += 1
             now = self.clock()
             deliveries: dict = {}              # one wake-up per event loop per step, not per output
             for out in outputs:
@@ -420,7 +428,7 @@ class EngineLoop:
                     tracked.loop.call_soon_threadsafe(_set_exception, done, exc)
                     continue
                 self._tracked[rid] = tracked
-                tracked.loop.call_soon_threadsafe(_set_result, done, rid)
+                tracked.loop.call_soon_threadsafe(self._added, done, rid)
             else:
                 rid = cmd[1]
                 tracked = self._tracked.pop(rid, None)
@@ -488,11 +496,6 @@ class _Ended:
 def _deliver(items) -> None:
     for queue, out in items:
         queue.put_nowait(out)
-
-
-def _set_result(fut: asyncio.Future, value) -> None:
-    if not fut.done():
-        fut.set_result(value)
 
 
 def _set_exception(fut: asyncio.Future, exc: BaseException) -> None:
