@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 LABS := $(notdir $(wildcard solutions/lab[0-9][0-9]))
 LAB ?=
 
-.PHONY: help setup lab instructor e2e test release fixtures model bench grade gradescope clean-grading serve
+.PHONY: help setup lab instructor e2e test test-fast docs new-lab mutation release fixtures model bench grade gradescope clean-grading serve
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -33,6 +33,19 @@ instructor: $(STAMP)  ## open JupyterLab on the course root with nbgrader's form
 
 test: $(STAMP)  ## run the whole test suite
 	$(PY) -m pytest
+
+test-fast: $(STAMP)  ## run the tests not marked slow (no real nbgrader, kernels or servers; under 2 minutes)
+	$(PY) -m pytest -m "not slow" -q
+
+docs: $(STAMP)  ## rebuild course/SYLLABUS.md and course/GLOSSARY.md from course/syllabus/ and course/glossary/
+	$(PY) -m course.docs
+
+new-lab: $(STAMP)  ## scaffold every file of a new lab: make new-lab LAB=lab05 TITLE="KV memory"
+	@test -n "$(LAB)" || { echo "usage: make new-lab LAB=labNN [TITLE=...]"; exit 2; }
+	$(PY) -m autograder.new_lab $(LAB) $(if $(TITLE),--title "$(TITLE)")
+
+mutation: $(STAMP)  ## mutation score of the graders per lab (mutmut over autograder/reference): make mutation [LAB=lab04]
+	$(PY) -m autograder.mutation $(or $(LAB),$(LABS))
 
 e2e: $(STAMP)  ## browser tests: real JupyterLab in headless Chromium (installs chromium with apt-get as root)
 	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null; then \

@@ -83,3 +83,65 @@ def test_every_declared_function_is_graded(lab):
     for name in getattr(module, "API", {}):
         assert f'"{name}"' in after_api, f"{lab}: no probe calls {name} by name"
     assert get_tests(lab), f"{lab} has no TESTS"
+
+
+def _load(name: str, path: Path):
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_new_lab_scaffold_is_a_working_lab(tmp_path, monkeypatch):
+    """`make new-lab` writes every piece, and they agree: the solution earns full marks,
+    the stub nothing, the bug variant fails what it names, the correct variant passes, and
+    the grader's API equals the notebook stub's signature."""
+    import sys
+
+    import autograder.reference
+    from autograder import run_test
+    from autograder.new_lab import scaffold
+    from autograder.notebook import extract, namespace
+
+    lab = "lab99"
+    written = {p.relative_to(tmp_path).as_posix() for p in scaffold(lab, "A test lab", tmp_path)}
+    assert {f"solutions/{lab}/{lab}.ipynb", f"autograder/graders/{lab}.py", f"autograder/reference/{lab}.py",
+            f"course/syllabus/{lab}.md", f"course/glossary/{lab}.md",
+            f"datasets/generators/fixtures_{lab}.py"} <= written
+    with pytest.raises(FileExistsError):
+        scaffold(lab, "again", tmp_path)  # never overwrites
+
+    try:
+        ref = _load(f"autograder.reference.{lab}", tmp_path / "autograder" / "reference" / f"{lab}.py")
+        monkeypatch.setattr(autograder.reference, lab, ref, raising=False)
+        grader = _load(f"autograder.graders.{lab}", tmp_path / "autograder" / "graders" / f"{lab}.py")
+        nb_path = tmp_path / "solutions" / lab / f"{lab}.ipynb"
+        nb = read(nb_path)
+        graded = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata["nbgrader"].get("grade")}
+        solution_ns = namespace(extract(nb).code, str(nb_path))
+        stub_ns = namespace("import math\n" + __import__("autograder.new_lab").new_lab.STUB
+                            + "    raise NotImplementedError()\n", "stub")
+        for test in grader.TESTS:
+            assert float(graded[test.name].metadata["nbgrader"]["points"]) == test.points
+            assert run_test(test, solution_ns).score == test.points
+            assert run_test(test, stub_ns).score == 0
+        variants = tmp_path / "autograder" / "variants" / lab
+        for path in sorted(variants.glob("*.py")):
+            module = _load(f"variant_{lab}_{path.stem}", path)
+            ns = namespace(path.read_text(encoding="utf-8"), str(path))
+            for test in grader.TESTS:
+                result = {c.name: c.passed for c in run_test(test, ns).cases}
+                if path.name.startswith("correct_"):
+                    assert all(result.values()), f"{path.name}: {result}"
+                else:
+                    assert not any(result[c] for c in module.EXPECT_FAIL[test.name]), f"{path.name}: {result}"
+        stub = next(n for c in nb.cells if c.cell_type == "code" and c.metadata["nbgrader"].get("solution")
+                    for n in ast.parse(c.source).body if isinstance(n, ast.FunctionDef))
+        for name, text in grader.API.items():
+            assert name == stub.name and str(_declared(text)) == str(_signature(stub))
+    finally:
+        for name in (f"autograder.reference.{lab}", f"autograder.graders.{lab}"):
+            sys.modules.pop(name, None)

@@ -1,0 +1,279 @@
+"""Scaffold a new lab: every file a lab needs, each a small working example to edit.
+
+    python -m autograder.new_lab lab05 --title "KV memory"      (or: make new-lab LAB=lab05)
+
+Writes (and refuses to overwrite any that exist):
+
+    solutions/labNN/labNN.ipynb           nbgrader source: intro, locked imports, one solution
+                                          cell (stub + BEGIN/END SOLUTION), one graded test cell
+                                          (visible check + hidden grade), Summary, Exercises
+    autograder/graders/labNN.py           the grader pattern: API, inputs, probes, judges, TESTS
+    autograder/reference/labNN.py         the judges' expected values
+    autograder/variants/labNN/bug_*.py    one student mistake, with EXPECT_FAIL
+    autograder/variants/labNN/correct_*.py  one differently written correct solution
+    course/syllabus/labNN.md              objectives, graded functions, points, time
+    course/glossary/labNN.md              | term | 中文 | meaning |
+    datasets/generators/fixtures_labNN.py the fixture generator hook (FIXTURES = [])
+
+The example exercise (`clip_logits`) passes its own grader, so the new lab is green from
+the first commit; replace it exercise by exercise. Then run `make release` for the lab,
+`make docs`, and add the lab to the README's table (the README's contributor section
+lists every step).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB_NAME = re.compile(r"lab\d\d")
+
+STUB = '''def clip_logits(logits, limit):
+    """Clip every logit into [-limit, limit] and return a NEW tensor.
+
+    logits: float tensor of shape (..., V); not modified.
+    limit: a finite number > 0.
+    Raises ValueError naming `limit` and showing its value otherwise.
+    """
+'''
+
+SOLUTION_BODY = '''    ### BEGIN SOLUTION
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+        raise ValueError(f"`limit` must be a finite number > 0, got {limit!r}.")
+    return logits.clamp(-limit, limit)
+    ### END SOLUTION
+'''
+
+
+def _cell(kind, source, grade_id, *, grade=False, solution=False, locked=True, points=None):
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if points is not None:
+        meta["points"] = points
+    cell = {"cell_type": kind, "metadata": {"nbgrader": meta}, "source": source}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def notebook(lab: str, title: str) -> dict:
+    number = lab[3:]
+    test = (f'"""clip_logits: visible check on one fixture; hidden: a batch, masked tokens, bad limits."""\n'
+            f'from autograder.kernel import check, grade\n'
+            f'check("{lab}", "clip_logits_clips", globals())\n'
+            f'### BEGIN HIDDEN TESTS\n'
+            f'grade("{lab}", "clip_logits_clips", globals())\n'
+            f'### END HIDDEN TESTS')
+    cells = [
+        _cell("markdown", f"# Lab {number} — {title}\n\nWhat this lab is about, in two or three sentences, "
+                          "and what the learner will be able to do at the end.", "intro"),
+        _cell("code", "import math\n\nimport torch\n\nimport course", "imports"),
+        _cell("markdown", "## 1. Clipping logits\n\nExplain the idea before the exercise.", "clip_intro"),
+        _cell("code", STUB + SOLUTION_BODY.rstrip("\n"), "clip_logits", solution=True, locked=False),
+        _cell("code", test, "clip_logits_clips", grade=True, points=3),
+        _cell("markdown", "## Summary\n\n- What the learner now knows, one line per idea.", "summary"),
+        _cell("markdown", "## Exercises\n\n1. A question that goes one step further.", "exercises"),
+    ]
+    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)",
+                                                        "language": "python", "name": "python3"},
+                                         "language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def grader(lab: str) -> str:
+    return f'''"""Graders for {lab}.
+
+Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
+
+clip_logits(logits, limit)
+  | clause                                         | case(s)                            |
+  | every entry clipped into [-limit, limit]       | clips_a_fixture_row, clips_a_batch |
+  | -inf / +inf become -limit / +limit             | clips_a_batch                      |
+  | a NEW tensor; the input is not modified        | every value case                   |
+  | ValueError naming `limit` and showing it       | rejects_bad_limits                 |
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+import course
+
+from ..checks import Input, call_probe, close, rejects_case, result_of, unchanged
+from ..core import Case, Test, as_tensor
+from ..reference import {lab} as ref
+
+LAB = "{lab}"
+
+API = {{"clip_logits": "(logits, limit)"}}
+
+
+# ---------------------------------------------------------------- inputs
+
+def fixture_row(name: str, **kwargs) -> Input:
+    return Input(f"fixture {{name!r}}", lambda: (course.fixtures.load(name).logits(0),), kwargs)
+
+
+BATCH = Input("a (2, 8) batch with +-inf", lambda: (torch.stack([course.fixtures.load("peaked").logits(0),
+                                                                  course.fixtures.load("masked_logits").logits(0)])
+                                                     .index_fill(1, torch.tensor([0]), math.inf),),
+              {{"limit": 1.5}})
+
+
+# ---------------------------------------------------------------- judges
+
+def judge_values(inputs, hint):
+    def judge(recs):
+        for inp, rec in zip(inputs, recs):
+            call = inp.call_text("clip_logits")
+            got = as_tensor(result_of(rec, call, hint), call)
+            close(got, ref.clip_logits(*inp.args(), **inp.kwargs), what=call, hint=hint)
+            unchanged(rec, call)
+    return judge
+
+
+def values_case(name, inputs, hint, *, visible=False):
+    return Case(name, 1, call_probe("clip_logits", inputs), judge_values(inputs, hint), visible=visible, hint=hint)
+
+
+# ---------------------------------------------------------------- tests
+
+TESTS = [
+    Test(LAB, "clip_logits_clips", "clip_logits clips into [-limit, limit] and returns a new tensor", (
+        values_case("clips_a_fixture_row", [fixture_row("peaked", limit=1.0)],
+                    "torch.clamp(logits, -limit, limit) clips every entry.", visible=True),
+        values_case("clips_a_batch", [BATCH], "Clip every row; -inf becomes -limit and +inf becomes +limit."),
+        rejects_case("rejects_bad_limits", "clip_logits",
+                     [("limit", fixture_row("peaked", limit=0)), ("limit", fixture_row("peaked", limit=-2.0)),
+                      ("limit", fixture_row("peaked", limit=math.nan)), ("limit", fixture_row("peaked", limit=True))]),
+    )),
+]
+'''
+
+
+def reference(lab: str) -> str:
+    return f'''"""Reference for {lab}: the judges' expected values (never imported by students)."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def clip_logits(logits: torch.Tensor, limit) -> torch.Tensor:
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+        raise ValueError(f"`limit` must be a finite number > 0, got {{limit!r}}.")
+    return logits.clamp(-limit, limit)   # (..., V), a new tensor
+'''
+
+
+BUG = '''"""Clips in place (clamp_), so the caller's logits change too."""
+import math
+
+EXPECT_FAIL = {"clip_logits_clips": ["clips_a_fixture_row", "clips_a_batch"]}
+
+
+def clip_logits(logits, limit):
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+        raise ValueError(f"`limit` must be a finite number > 0, got {limit!r}.")
+    return logits.clamp_(-limit, limit)   # BUG: in place
+'''
+
+CORRECT = '''"""A correct solution written differently: torch.where instead of clamp."""
+import math
+
+import torch
+
+EXPECT_FAIL = {}
+
+
+def clip_logits(logits, limit):
+    if type(limit) not in (int, float) or math.isnan(limit) or math.isinf(limit) or limit <= 0:
+        raise ValueError(f"`limit` must be finite and > 0 (got {limit})")
+    high = torch.where(logits > limit, torch.full_like(logits, limit), logits)
+    return torch.where(high < -limit, torch.full_like(logits, -limit), high)
+'''
+
+
+def syllabus(lab: str, title: str) -> str:
+    return (f"## Lab {lab[3:]} — {title}\n\n"
+            "- **Objectives:** what the learner can do at the end, as verbs.\n"
+            "- **Graded functions:** `clip_logits`.\n"
+            "- **Points:** 3 in 1 graded test (clipping 3).\n"
+            "- **Time:** about 30 minutes to solve alone; no workshop variant (self-paced).\n"
+            "- **Run time:** measure it (the solution notebook top to bottom on 2 CPU cores).\n")
+
+
+def glossary(lab: str) -> str:
+    return ("| term | 中文 | meaning |\n| --- | --- | --- |\n"
+            "| logit clipping | logit 截断 | limiting every logit to [-limit, limit] before softmax |\n")
+
+
+FIXTURES = '''"""Fixtures of {lab} (collected by make_fixtures.py: FIXTURES, optionally EXTRA_FILES and
+README_SECTION). Build each with fixture_lib; the output must be byte-for-byte reproducible."""
+from __future__ import annotations
+
+FIXTURES: list[dict] = []
+'''
+
+
+def files(lab: str, title: str) -> dict[str, str]:
+    """Relative path -> content of every file the new lab needs."""
+    return {
+        f"solutions/{lab}/{lab}.ipynb": json.dumps(notebook(lab, title), indent=1, ensure_ascii=False) + "\n",
+        f"autograder/graders/{lab}.py": grader(lab),
+        f"autograder/reference/{lab}.py": reference(lab),
+        f"autograder/variants/{lab}/bug_clip_in_place.py": BUG,
+        f"autograder/variants/{lab}/correct_where.py": CORRECT,
+        f"course/syllabus/{lab}.md": syllabus(lab, title),
+        f"course/glossary/{lab}.md": glossary(lab),
+        f"datasets/generators/fixtures_{lab}.py": FIXTURES.format(lab=lab),
+    }
+
+
+def scaffold(lab: str, title: str, root: Path = ROOT) -> list[Path]:
+    """Write the new lab's files under `root`; refuse if any exists. Returns the paths written."""
+    if not isinstance(lab, str) or not LAB_NAME.fullmatch(lab):
+        raise ValueError(f"`lab` must look like lab05 (lab + two digits), got {lab!r}.")
+    if not isinstance(title, str) or not title.strip():
+        raise ValueError(f"`title` must be a non-empty string, got {title!r}.")
+    planned = {Path(root) / rel: text for rel, text in files(lab, title.strip()).items()}
+    existing = [str(p.relative_to(root)) for p in planned if p.exists()]
+    if existing:
+        raise FileExistsError(f"{lab} already has {', '.join(existing)}; nothing was written.")
+    for path, text in planned.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return list(planned)
+
+
+NEXT_STEPS = """Next:
+  1. .venv/bin/python -m autograder.release {lab}      # writes labs/{lab}/ (the student release)
+  2. make docs                                          # SYLLABUS.md and GLOSSARY.md
+  3. .venv/bin/python -m pytest autograder/tests/test_variants.py tests/test_labs_consistent.py -k {lab}
+  4. replace the clip_logits example exercise by exercise; add the lab to README.md's table
+"""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Scaffold a new lab (every file it needs).")
+    ap.add_argument("lab", help="lab name, e.g. lab05")
+    ap.add_argument("--title", default="Title of the lab", help="the lab's title (notebook heading, syllabus)")
+    args = ap.parse_args(argv)
+    try:
+        written = scaffold(args.lab, args.title)
+    except (ValueError, FileExistsError) as e:
+        print(f"new_lab: {e}", file=sys.stderr)
+        return 2
+    for p in written:
+        print(f"wrote {p.relative_to(ROOT)}")
+    print(NEXT_STEPS.format(lab=args.lab))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
