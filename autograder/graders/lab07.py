@@ -548,8 +548,9 @@ def _no_output(obs, name, hint):
 
 # ================================================================= TEST 4: scheduling
 
-FCFS = dict(arrivals=[(0, "p3", G(8)), (1, "big", G(4)), (1, "p8", G(2))],
-            config={"num_blocks": 8, "block_size": 2, "max_batch": 8, "watermark_blocks": 0})
+# at step 5 p3 holds 3 blocks: big (5 blocks + watermark 1) does not fit yet, p8 (1 block) would
+FCFS = dict(arrivals=[(0, "p3", G(12)), (5, "big", G(4)), (5, "p8", G(2))],
+            config={"num_blocks": 8, "block_size": 2, "max_batch": 8, "watermark_blocks": 1})
 BUDGET = dict(arrivals=[(0, n, G(12)) for n in ("p3", "p6", "p7", "p9", "p1", "p4")],
               config={"num_blocks": 12, "block_size": 2, "max_batch": 8, "watermark_blocks": 1})
 PREEMPT = dict(arrivals=[(0, "p3", G(12)), (0, "p6", G(12)), (0, "p7", G(12))],

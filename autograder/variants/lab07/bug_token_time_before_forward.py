@@ -1,0 +1,361 @@
+"""Token events are stamped with the clock read at the start of the step, before the forward
+that chose them: TTFT and TPOT come out one step too early."""
+import random
+import threading
+from collections import OrderedDict, deque
+
+import torch
+
+from course._checks import check_int, check_type  # noqa: F401
+from course.batched import (EngineConfig, QueueFull, RequestOutput, RequestParams, RequestRefused,  # noqa: F401
+                            ScriptedBatchedModel, SimulatedCost, as_batched)
+from course.clock import FakeClock, monotonic
+from course.finish import FinishReason
+from course.generation import first_stop, holdback_length
+from course.paged_kv import PagedKVCache, blocks_needed
+from course.sampling import sample_next
+
+EXPECT_FAIL = {'spans_and_metrics_through_the_tracer': ['ttft_tpot_queue_per_request']}
+
+KEEP_FINISHED = 4096     # final outputs kept for final_output(); the oldest are dropped first
+
+
+class _Request:
+    """The engine's record of one request."""
+
+    def __init__(self, request_id: str, prompt: list[int], params: RequestParams, arrival: float) -> None:
+        self.id, self.prompt, self.params, self.arrival = request_id, prompt, params, arrival
+        self.tokens: list[int] = []          # generated so far: survives preemption
+        self.cache: PagedKVCache | None = None
+        self.generator: torch.Generator | None = None
+        self.sent = 0                        # characters of text already streamed
+        self.stage = "queue"                 # the tracer's open stage span
+        self.preemptions = 0
+
+    @property
+    def ids(self) -> list[int]:
+        return self.prompt + self.tokens
+
+    def blocks_to_feed(self, block_size: int) -> int:
+        """Blocks this request still needs to hold every token it has."""
+        held = len(self.cache.block_table) if self.cache is not None else 0
+        return max(0, blocks_needed(len(self.ids), block_size) - held)
+
+
+class Engine:
+    """Continuous batching over one paged KV pool (see the module docstring)."""
+
+    def __init__(self, model, tokenizer=None, config: EngineConfig | None = None, clock=monotonic,
+                 tracer=None) -> None:
+        self.model = as_batched(model)
+        self.config = EngineConfig() if config is None else check_type("config", config, EngineConfig,
+                                                                       "an EngineConfig")
+        if not callable(clock):
+            raise ValueError(f"`clock` must be callable (course.monotonic or a FakeClock), got {clock!r}.")
+        if tokenizer is not None and not callable(getattr(tokenizer, "decode", None)):
+            raise ValueError(f"`tokenizer` must be None or have decode(ids), got {type(tokenizer).__name__}.")
+        self.tokenizer, self.clock, self.tracer = tokenizer, clock, tracer
+        text_source = tokenizer if tokenizer is not None else self.model
+        self._decode = getattr(text_source, "decode", None)
+        self.eos_token_id = getattr(text_source, "eos_token_id", None)
+        self.pool = self.model.new_pool(self.config.num_blocks, self.config.block_size)
+        self.waiting: deque[_Request] = deque()      # FCFS; preempted requests go back to the front
+        self.running: list[_Request] = []            # in admission order: the newest is last
+        self._finished: OrderedDict[str, RequestOutput] = OrderedDict()
+        self._ids = 0
+        self._lock = threading.RLock()
+        self.steps = 0
+        self.preemptions = 0
+        self.finished_by_reason: dict[str, int] = {str(r): 0 for r in FinishReason}
+        self.last_batch_tokens = 0
+
+    # ------------------------------------------------------------ the API
+
+    def add_request(self, prompt_ids, params=None, request_id: str | None = None) -> str:
+        """Queue a request; return its id. Raises ValueError for bad arguments,
+        RequestRefused when it can never run, QueueFull when the queue is full."""
+        if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
+            raise ValueError(f"`prompt_ids` must be a non-empty list of token ids, got {prompt_ids!r}.")
+        prompt = [int(t) for t in prompt_ids] if all(
+            isinstance(t, int) and not isinstance(t, bool) for t in prompt_ids) else None
+        vocab = self.model.vocab_size
+        if prompt is None or not all(0 <= t < vocab for t in prompt):
+            raise ValueError(f"`prompt_ids` must hold integer ids in [0, {vocab}), got {list(prompt_ids)!r}.")
+        params = RequestParams.coerce(params)
+        if request_id is not None and (not isinstance(request_id, str) or not request_id):
+            raise ValueError(f"`request_id` must be None or a non-empty str, got {request_id!r}.")
+        cfg = self.config
+        longest = len(prompt) + params.max_tokens - 1    # the last token is returned, never fed back
+        context = getattr(self.model, "max_context", None)
+        if context is not None and longest > context:
+            raise RequestRefused(f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) - 1 = {longest} tokens "
+                                 f"exceeds the model's context of {context}.")
+        if blocks_needed(longest, cfg.block_size) > cfg.num_blocks or \
+                blocks_needed(len(prompt), cfg.block_size) + cfg.watermark_blocks > cfg.num_blocks:
+            raise RequestRefused(f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) needs "
+                                 f"{blocks_needed(longest, cfg.block_size)} blocks of {cfg.block_size}; the pool "
+                                 f"has {cfg.num_blocks} (watermark {cfg.watermark_blocks}).")
+        with self._lock:
+            if len(self.waiting) >= cfg.max_waiting:
+                raise QueueFull(f"{len(self.waiting)} requests are waiting (max_waiting={cfg.max_waiting}); "
+                                "retry later.")
+            if request_id is None:
+                self._ids += 1
+                request_id = f"req-{self._ids}"
+            if request_id in self._finished or any(r.id == request_id for r in self._live()):
+                raise ValueError(f"`request_id` must be unique, got {request_id!r} again.")
+            now = self.clock()
+            req = _Request(request_id, prompt, params, now)
+            self.waiting.append(req)
+            self._trace("start_request", request_id, arrival_time=now, attributes={   # opens "queue"
+                "gen_ai.request.max_tokens": params.max_tokens,
+                "gen_ai.request.temperature": float(params.temperature),
+                "gen_ai.request.top_p": float(params.top_p),
+                "gen_ai.usage.input_tokens": len(prompt),
+                "course.concurrency": len(self.running) + len(self.waiting)})
+            return request_id
+
+    def step(self) -> list[RequestOutput]:
+        """Run one engine step; return an output for every request that got a token or ended."""
+        with self._lock:
+            self.steps += 1
+            started = self.clock()
+            outputs = self._expire(started)
+            batch = self._schedule()
+            self.last_batch_tokens = sum(len(r.ids) - r.cache.length for r in batch)
+            if batch:
+                results = self._forward(batch)
+                done_at = started   # BUG: the time before the forward
+                for req, row in zip(batch, results):
+                    outputs.append(self._advance(req, row, done_at))
+            now = self.clock()
+            self._trace("counter", "batch_size", len(batch), at=now)
+            self._trace("counter", "kv_blocks_in_use", self.pool.allocator.num_used, at=now)
+            return outputs
+
+    def abort(self, request_id: str) -> None:
+        """Cancel a request now: its blocks go back to the pool before this returns and
+        no output for it follows. Its raw output is kept (final_output). Unknown or
+        already finished ids are ignored, as a late cancel must be."""
+        with self._lock:
+            for req in self._live():
+                if req.id == request_id:
+                    self._finish(req, FinishReason.CANCELLED, self.clock())
+                    return
+
+    def has_unfinished(self) -> bool:
+        with self._lock:
+            return bool(self.running or self.waiting)
+
+    def stats(self) -> dict:
+        with self._lock:
+            a = self.pool.allocator
+            return {"running": len(self.running), "waiting": len(self.waiting),
+                    "kv_blocks_used": a.num_used, "kv_blocks_total": a.num_blocks,
+                    "kv_blocks_high_water": a.high_water, "preemptions": self.preemptions,
+                    "steps": self.steps, "last_batch_tokens": self.last_batch_tokens,
+                    "finished_by_reason": dict(self.finished_by_reason)}
+
+    def final_output(self, request_id: str) -> RequestOutput:
+        """The whole result of a finished request: every raw token, the full text shown,
+        the finish reason. KeyError while it runs or after it was dropped (KEEP_FINISHED)."""
+        with self._lock:
+            return self._finished[request_id]
+
+    # ------------------------------------------------------------ scheduling
+
+    def _live(self):
+        return list(self.running) + list(self.waiting)
+
+    def _expire(self, now: float) -> list[RequestOutput]:
+        out = []
+        for req in self._live():
+            if req.params.deadline is not None and now - req.arrival >= req.params.deadline:
+                out.append(self._finish(req, FinishReason.TIMEOUT, now))
+        return out
+
+    def _schedule(self) -> list[_Request]:
+        bs, alloc = self.config.block_size, self.pool.allocator
+        # Running requests first: each must hold every token it feeds this step.
+        preempted = False
+        while self.running and sum(r.blocks_to_feed(bs) for r in self.running) > alloc.num_free:
+            self._preempt(self.running.pop())
+            preempted = True
+        for req in self.running:
+            req.cache.reserve(len(req.ids) - req.cache.length)
+        # Then admission, strictly first come first served.
+        if not preempted:
+            while self.waiting and len(self.running) < self.config.max_batch:
+                head = self.waiting[0]
+                if alloc.num_free - blocks_needed(len(head.ids), bs) < self.config.watermark_blocks:
+                    break
+                self.waiting.popleft()
+                head.cache = PagedKVCache(self.pool)
+                head.cache.reserve(len(head.ids))
+                self.running.append(head)
+                self._stage(head, "prefill", self.clock())
+        return list(self.running)
+
+    def _preempt(self, req: _Request) -> None:
+        req.cache.release()
+        req.cache = None
+        req.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(req)
+        self._stage(req, "queue", self.clock())
+        self._trace("counter", "preemptions", self.preemptions, at=self.clock())
+
+    # ------------------------------------------------------------ the forward and each request
+
+    def _forward(self, batch: list[_Request]) -> list:
+        """Logits (V,) per request, or the exception that request raised."""
+        try:
+            logits = self.model.forward_batch([r.ids for r in batch], [r.cache for r in batch])
+            return [logits[i] for i in range(len(batch))]
+        except Exception as batch_error:
+            if len(batch) == 1:
+                return [batch_error]
+        # Someone in the batch broke the forward. Recompute each request alone (the
+        # failed call may have half-written the caches) and blame only those that fail.
+        results = []
+        for req in batch:
+            req.cache.release()
+            req.cache.reserve(len(req.ids))
+            try:
+                results.append(self.model.forward_batch([req.ids], [req.cache])[0])
+            except Exception as e:
+                results.append(e)
+        return results
+
+    def _advance(self, req: _Request, row, now: float) -> RequestOutput:
+        if isinstance(row, Exception):
+            return self._finish(req, FinishReason.ERROR, now, error=f"{type(row).__name__}: {row}")
+        try:
+            if torch.isnan(row).any():
+                raise ValueError(f"the model returned NaN logits at step {len(req.tokens)}")
+            token = self._sample(req, row)
+        except Exception as e:
+            return self._finish(req, FinishReason.ERROR, now, error=f"{type(e).__name__}: {e}")
+        req.tokens.append(token)
+        self._trace("token", req.id, at=now)       # chosen at the end of this forward ...
+        self._stage(req, "decode", now)            # ... and the next one is a decode
+        p = req.params
+        if token == self.eos_token_id and not p.ignore_eos:
+            return self._finish(req, FinishReason.STOP, now, new=[token], text=self._text(req.tokens[:-1]))
+        if token in p.stop_token_ids:
+            keep = req.tokens if p.include_stop_str_in_output else req.tokens[:-1]
+            return self._finish(req, FinishReason.STOP, now, new=[token], text=self._text(keep), stop_reason=token)
+        raw = self._text(req.tokens)
+        match = first_stop(raw, list(p.stop))
+        if match is not None:
+            i, j, s = match
+            return self._finish(req, FinishReason.STOP, now, new=[token],
+                                text=raw[:j] if p.include_stop_str_in_output else raw[:i], stop_reason=s)
+        if len(req.tokens) == p.max_tokens:
+            return self._finish(req, FinishReason.LENGTH, now, new=[token], text=raw)
+        # Still running: release only text that can no longer become part of a stop string
+        # (nor of an unfinished UTF-8 character).
+        held = 0 if p.include_stop_str_in_output else holdback_length(raw, list(p.stop))
+        safe = len(raw) - held
+        while safe > req.sent and raw[safe - 1] == "\ufffd":
+            safe -= 1
+        delta = raw[req.sent:safe] if safe > req.sent else ""
+        req.sent = max(req.sent, safe)
+        return RequestOutput(req.id, [token], delta, None, None, list(req.tokens), self._usage(req))
+
+    def _sample(self, req: _Request, logits: torch.Tensor) -> int:
+        p = req.params
+        if p.temperature == 0:
+            return int(torch.argmax(logits))
+        if req.generator is None:
+            seed = p.seed if p.seed is not None else random.SystemRandom().randrange(2 ** 63)
+            req.generator = torch.Generator(device=logits.device).manual_seed(int(seed))
+        return int(sample_next(logits.float(), temperature=p.temperature, top_k=p.top_k, top_p=p.top_p,
+                               generator=req.generator))
+
+    def _finish(self, req: _Request, reason: FinishReason, now: float, *, new=(), text=None,
+                stop_reason=None, error=None) -> RequestOutput:
+        """End a request: blocks back to the pool NOW, out of every queue, final output kept."""
+        if req.cache is not None:
+            req.cache.release()
+            req.cache = None
+        if req in self.running:
+            self.running.remove(req)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        full = self._text(req.tokens) if text is None else text
+        delta = full[req.sent:]
+        req.sent = len(full)
+        self.finished_by_reason[str(reason)] += 1
+        self._finished[req.id] = RequestOutput(req.id, list(req.tokens), full, reason, stop_reason,
+                                               list(req.tokens), self._usage(req), error)
+        while len(self._finished) > KEEP_FINISHED:
+            self._finished.popitem(last=False)
+        attrs = {"course.kv_cache_released": True, "course.preemptions": req.preemptions}
+        if error is not None:
+            attrs["error.type"] = error.split(":")[0]
+        self._trace("end_request", req.id, str(reason), at=now, **attrs)
+        return RequestOutput(req.id, list(new), delta, reason, stop_reason, list(req.tokens), self._usage(req), error)
+
+    # ------------------------------------------------------------ helpers
+
+    def _text(self, tokens: list[int]) -> str:
+        return self._decode(tokens) if self._decode is not None and tokens else ""
+
+    @staticmethod
+    def _usage(req: _Request) -> dict:
+        return {"prompt_tokens": len(req.prompt), "completion_tokens": len(req.tokens)}
+
+    def _stage(self, req: _Request, stage: str, at: float) -> None:
+        if req.stage != stage:
+            req.stage = stage
+            self._trace("start_stage", req.id, stage, at=at)
+
+    def _trace(self, method: str, *args, **kwargs) -> None:
+        if self.tracer is not None:
+            getattr(self.tracer, method)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (f"Engine(running={s['running']}, waiting={s['waiting']}, "
+                f"kv_blocks={s['kv_blocks_used']}/{s['kv_blocks_total']}, preemptions={s['preemptions']})")
+
+
+def replay_in_engine(engine_cls, record):
+    """Replay one saved Lab 03 record through an engine made by engine_cls.
+
+    The fixture's logits are replayed by ScriptedBatchedModel.from_fixture (with the
+    record's raise_at / nan_at); seconds_per_call becomes a SimulatedCost on a FakeClock
+    the engine also reads; seed None is greedy (temperature 0), an int samples at
+    temperature 1 with that seed; cancel_at aborts the request once it has that many
+    tokens (0: before the first step). Returns {"tokens", "text" (the streamed deltas
+    joined), "finish_reason" (wire name), "kv_blocks_used_after"} or None when the record
+    needs a content filter (the engine has none).
+    """
+    inject = record.get("inject") or {}
+    if inject.get("banned_words") or inject.get("banned_token_ids"):
+        return None
+    clock = FakeClock()
+    model = ScriptedBatchedModel.from_fixture(record["fixture"], raise_at=inject.get("raise_at"),
+                                              nan_at=inject.get("nan_at"))
+    model = SimulatedCost(model, clock, fixed=float(inject.get("seconds_per_call") or 0.0), per_token=0.0)
+    engine = engine_cls(model, None, EngineConfig(num_blocks=64, block_size=4), clock=clock)
+    seed = record.get("seed")
+    params = dict(record.get("params") or {}, temperature=0 if seed is None else 1.0, seed=seed)
+    rid = engine.add_request(list(record["prompt_ids"]), RequestParams(**params))
+    tokens, text, reason = [], "", None
+    cancel_at = inject.get("cancel_at")
+    if cancel_at == 0:
+        engine.abort(rid)
+        reason = "cancelled"
+    while engine.has_unfinished():
+        for out in engine.step():
+            tokens += list(out.new_token_ids)
+            text += out.text_delta
+            if out.finish_reason is not None:
+                reason = str(out.finish_reason)
+        if reason is None and cancel_at is not None and len(tokens) >= cancel_at:
+            engine.abort(rid)
+            reason = "cancelled"
+    return {"tokens": tokens, "text": text, "finish_reason": reason,
+            "kv_blocks_used_after": engine.stats()["kv_blocks_used"]}
