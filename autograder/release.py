@@ -1,10 +1,17 @@
-"""Regenerate the student release labs/labNN/ from solutions/labNN/ with nbgrader.
+"""Regenerate the student release from solutions/ with nbgrader, in every language.
 
-    python -m autograder.release lab00 lab01 ...
+    python -m autograder.release lab00 lab01 ...      # labs/labNN (English) and labs/zh/labNN (Chinese)
+    python -m autograder.release --lang en lab01      # one edition only
 
 Runs the real `nbgrader generate_assignment` in a scratch copy of the course
 (so the repository's gradebook is untouched), then copies the generated
-notebooks into labs/. `release_to(folder)` is what the sync test compares with.
+notebooks into labs/ (English) and labs/<lang>/ (other languages). Each edition is a
+complete nbgrader assignment with the same name and the same grade ids: its source is
+solutions/labNN/labNN.ipynb with the translation solutions/i18n/<lang>/labNN.json
+applied (autograder.editions), so code, tests and points are identical. A lab without
+a translation file gets no edition in that language (and says so); a stale or missing
+cell falls back to English here, and tests/test_i18n.py fails naming the cell.
+`release_to(labs, folder, lang)` is what the sync tests compare with.
 """
 from __future__ import annotations
 
@@ -14,6 +21,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import nbformat
+
+from . import editions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,9 +44,21 @@ def run_nbgrader(cwd, *args, timeout: float = 900) -> subprocess.CompletedProces
     return proc
 
 
-def release_to(labs: list[str], out: Path) -> Path:
-    """Generate `labs` into out/labs/labNN (a scratch course root). Returns out/labs."""
+EDITIONS = ("en",) + editions.LANGUAGES
+
+
+def release_dir(lab: str, lang: str = "en", root: Path | None = None) -> Path:
+    """Where an edition is committed: labs/labNN (English) or labs/<lang>/labNN."""
+    base = Path(root or ROOT) / "labs"
+    return base / lab if lang == "en" else base / lang / lab
+
+
+def release_to(labs: list[str], out: Path, lang: str = "en", *, strict: bool = False) -> Path:
+    """Generate the `lang` edition of `labs` into out/labs/labNN (a scratch course root).
+    Returns out/labs."""
     out = Path(out)
+    if lang not in EDITIONS:
+        raise ValueError(f"`lang` must be one of {', '.join(EDITIONS)}, got {lang!r}.")
     (out / "solutions").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "nbgrader_config.py", out / "nbgrader_config.py")
     for lab in labs:
@@ -44,6 +67,9 @@ def release_to(labs: list[str], out: Path) -> Path:
             raise ValueError(f"`lab` {lab!r} has no folder solutions/{lab}.")
         shutil.copytree(src, out / "solutions" / lab, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        if lang != "en":
+            nb = editions.edition(lab, lang, strict=strict)
+            nbformat.write(nb, str(out / "solutions" / lab / f"{lab}.ipynb"))
         proc = run_nbgrader(out, "generate_assignment", lab, "--force")
         if not (out / "labs" / lab).is_dir():
             raise RuntimeError(f"nbgrader generate_assignment {lab} wrote no labs/{lab}:\n{proc.stdout[-3000:]}")
@@ -51,17 +77,35 @@ def release_to(labs: list[str], out: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    labs = list(argv if argv is not None else sys.argv[1:])
-    if not labs:
-        labs = sorted(p.name for p in (ROOT / "solutions").glob("lab[0-9][0-9]"))
-    with tempfile.TemporaryDirectory() as tmp:
-        generated = release_to(labs, Path(tmp))
-        for lab in labs:
-            dest = ROOT / "labs" / lab
-            if dest.exists():
-                shutil.rmtree(dest)
-            shutil.copytree(generated / lab, dest)
-            print(f"released {lab} -> labs/{lab}")
+    args = list(argv if argv is not None else sys.argv[1:])
+    langs = list(EDITIONS)
+    if "--lang" in args:
+        i = args.index("--lang")
+        langs = args[i + 1:i + 2]
+        del args[i:i + 2]
+        if not langs or langs[0] not in EDITIONS:
+            raise SystemExit(f"`--lang` must be one of {', '.join(EDITIONS)}.")
+    labs = args or sorted(p.name for p in (ROOT / "solutions").glob("lab[0-9][0-9]"))
+    for lang in langs:
+        todo = labs if lang == "en" else [lab for lab in labs if editions.translation_path(lab, lang).is_file()]
+        for lab in sorted(set(labs) - set(todo)):
+            print(f"no {lang} edition of {lab}: solutions/i18n/{lang}/{lab}.json does not exist "
+                  f"(see `python -m autograder.editions --help`)")
+        if not todo:
+            continue
+        for lab in todo if lang != "en" else []:
+            nb = nbformat.read(str(editions.source_path(lab)), as_version=4)
+            for problem in editions.problems(nb, editions.load(lab, lang), lang):
+                print(f"warning: {lab} {lang}: {problem}; English is used for that cell")
+        with tempfile.TemporaryDirectory() as tmp:
+            generated = release_to(todo, Path(tmp), lang)
+            for lab in todo:
+                dest = release_dir(lab, lang)
+                if dest.exists():
+                    shutil.rmtree(dest)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(generated / lab, dest)
+                print(f"released {lab} ({lang}) -> {dest.relative_to(ROOT)}")
     return 0
 
 
