@@ -8,9 +8,12 @@ submitted/<student>/lab01/lab01.ipynb) or DIR/<student>.ipynb; a roster CSV (col
 `file` and `student_id`, or the first two columns) overrides that.
 
 Resuming: each student's JSON record is written last and atomically, and it holds the
-submission's sha256 and the grader version (reports.grader_version). A rerun skips a
-student whose record matches the file on disk, regrades one whose notebook changed or
-whose last grading hit a grader error, and regrades students graded by an older grader
+submission's sha256, the grader version (reports.grader_version) and a MAC (HMAC-SHA256)
+keyed by a secret that only the grader holds (`record_key`: $AUTOGRADER_RECORD_KEY_FILE, or
+~/.config/l2ft-autograder/record.key, made on first use, mode 0600; the sandboxed child
+never sees it). A rerun skips a student whose record matches the file on disk and carries a
+valid MAC, regrades one whose notebook changed, whose MAC is missing or wrong (a record
+anyone else wrote), or whose last grading hit a grader error, and regrades students graded by an older grader
 version only with `force=True` (they are counted as `stale` otherwise, and the CLI says
 so). The class CSV is rebuilt from the records at the end of every run, so a killed run
 never loses or duplicates a row.
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import hmac
 import json
+import os
 import re
 import sys
 import threading
@@ -31,6 +36,7 @@ from pathlib import Path
 from . import reports
 from .core import get_tests
 from .isolation import Limits, Runtime, Sandbox, grade_isolated, prepare
+from .isolation.sandbox import WeakIsolation  # noqa: F401  (raised by grade_batch)
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git", "feedback", "autograded", "release"}
 
@@ -177,9 +183,37 @@ def _sha256(path: Path) -> str:
         return ""
 
 
-def _decide(entry: Entry, old: dict | None, version: str, force: bool) -> str:
+def record_key() -> bytes:
+    """The grader's secret for record MACs (made on first use, readable by the grader only)."""
+    path = Path(os.environ.get("AUTOGRADER_RECORD_KEY_FILE")
+                or Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "l2ft-autograder" / "record.key")
+    try:
+        key = path.read_bytes().strip()
+        if len(key) >= 32:
+            return key
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    import secrets
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path.read_bytes().strip()
+
+
+def record_mac(rec: dict, key: bytes) -> str:
+    body = {k: v for k, v in rec.items() if k != "mac"}
+    return hmac.new(key, json.dumps(body, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+def signed(rec: dict, key: bytes) -> bool:
+    mac = rec.get("mac")
+    return isinstance(mac, str) and hmac.compare_digest(mac, record_mac(rec, key))
+
+
+def _decide(entry: Entry, old: dict | None, version: str, force: bool, key: bytes = b"") -> str:
     """'grade', 'skip' or 'stale' for one student, given the record on disk."""
-    if old is None or force:
+    if old is None or force or not signed(old, key):
         return "grade"
     if old.get("status") == "grader_error" or old.get("submission_sha256") != _sha256(entry.path):
         return "grade"
@@ -191,10 +225,13 @@ def _decide(entry: Entry, old: dict | None, version: str, force: bool) -> str:
 def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | None = None, force: bool = False,
                 limits: Limits | None = None, sandbox: str = "auto", progress: bool = True,
                 hidden_visibility: str = "after_published", visible_only: bool = False,
-                on_record=None) -> Summary:
-    """Grade `entries` into `out` (students/, feedback/, gradescope/, grades.csv, summary.json)."""
-    import os
+                on_record=None, allow_weak: bool = False) -> Summary:
+    """Grade `entries` into `out` (students/, feedback/, gradescope/, grades.csv, summary.json).
+    Raises WeakIsolation when the OS sandbox is missing and `allow_weak` is False."""
     t0 = time.monotonic()
+    box = Sandbox.detect(sandbox)
+    box.require(allow_weak)
+    key = record_key()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tests = get_tests(lab)
@@ -202,10 +239,15 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
     limits = limits or Limits()
     workers = max(1, int(workers or os.cpu_count() or 1))
     summary = Summary(lab, out, grader_version=version)
+    for stale_tmp in out.rglob(".*.tmp"):      # half-written files of a run that was killed
+        try:
+            stale_tmp.unlink()
+        except OSError:
+            pass
     existing = reports.load_records(out)
     todo = []
     for e in entries:
-        verdict = _decide(e, existing.get(e.student), version, force)
+        verdict = _decide(e, existing.get(e.student), version, force, key)
         if verdict == "grade":
             todo.append(e)
         elif verdict == "stale":
@@ -217,7 +259,7 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
         # the output folder and the folder holding all submissions (other students' work)
         parents = sorted({str(e.path.resolve().parent) for e in todo})
         hide = [str(out.resolve()), os.path.commonpath(parents)]
-        runtime = Runtime(lab, sandbox=Sandbox.detect(sandbox), hide=tuple(hide))
+        runtime = Runtime(lab, sandbox=box, hide=tuple(hide))
         slots = threading.local()
         counter = iter(range(10_000))
         lock = threading.Lock()
@@ -229,13 +271,17 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
             sub = prepare(entry.path, lab)
             graded = grade_isolated(sub, runtime, limits=limits, visible_only=visible_only, slot=slots.n)
             rec = reports.record(entry.student, sub, graded, version=version, limits=limits)
+            rec["mac"] = record_mac(rec, key)
             reports.write_student(out, rec, hidden_visibility=hidden_visibility)
             return rec
 
         bar = None
         if progress:
             from tqdm import tqdm
-            bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="nb", file=sys.stderr, dynamic_ncols=True)
+            # the first notebook of each worker also starts its sandbox; the estimate settles after it
+            bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="nb", file=sys.stderr, dynamic_ncols=True,
+                       bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                  "[{elapsed} elapsed, about {remaining} left, {rate_fmt}]")
         try:
             with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
                 futures = {pool.submit(work, e): e for e in todo}
@@ -260,7 +306,7 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
 
     records = reports.load_records(out)
     wanted = {e.student for e in entries}
-    rows = [r for s, r in records.items() if s in wanted or not entries]
+    rows = [r for s, r in records.items() if (s in wanted or not entries) and signed(r, key)]
     reports.write_atomic(out / "grades.csv", reports.class_csv(rows, list(tests)))
     summary.seconds = round(time.monotonic() - t0, 2)
     reports.write_atomic(out / "summary.json", json.dumps({

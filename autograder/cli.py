@@ -44,8 +44,11 @@ def _add_limits(p):
     g.add_argument("--cell-timeout", type=float, help=f"seconds for one notebook cell (default {Limits.cell_timeout:g})")
     g.add_argument("--memory-gib", type=float, help=f"address-space limit of the child in GiB (default {Limits.memory / GiB:g})")
     g.add_argument("--sandbox", choices=("auto", "python"), default="auto",
-                   help="auto: also use OS-level protection when running as root (separate uid, mount "
-                        "namespace); python: Python-level protection only")
+                   help="auto: every child runs in a bubblewrap sandbox (namespaces, plus Landlock where "
+                        "the kernel has it); python: Python-level protection only (not for credit)")
+    g.add_argument("--allow-weak-isolation", action="store_true",
+                   help="grade even when the OS sandbox is unavailable (submissions could then read other "
+                        "students' work or the reference); without it the grader refuses")
 
 
 def _lab_of(path: str, given: str | None) -> str:
@@ -70,9 +73,17 @@ def cmd_grade(args) -> int:
     except BatchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    summary = grade_batch(entries, lab, Path(args.out), workers=args.workers, force=args.force,
-                          limits=_limits(args), sandbox=args.sandbox, progress=not args.quiet,
-                          hidden_visibility=args.hidden_visibility)
+    from .isolation import Sandbox, WeakIsolation
+    box = Sandbox.detect(args.sandbox)
+    if box.weak:
+        print(f"warning: no OS sandbox: {box.reason}", file=sys.stderr)
+    try:
+        summary = grade_batch(entries, lab, Path(args.out), workers=args.workers, force=args.force,
+                              limits=_limits(args), sandbox=args.sandbox, progress=not args.quiet,
+                              hidden_visibility=args.hidden_visibility, allow_weak=args.allow_weak_isolation)
+    except WeakIsolation as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(summary.line())
     for e in summary.errors:
         print(f"  grader error: {e}", file=sys.stderr)
@@ -91,9 +102,11 @@ def cmd_check(args) -> int:
     lab = _lab_of(args.notebook, args.lab)
     limits = _limits(args)
     sub = prepare(args.notebook, lab)
+    box = Sandbox.detect(args.sandbox)
+    if box.weak:   # a self-check earns no credit: it runs anyway, and says so
+        print(f"note: no OS sandbox ({box.reason}); fine for a self-check, not for grading.", file=sys.stderr)
     with heartbeat(f"Checking {args.notebook} ({lab}): the visible checks, in a fresh isolated process "
-                   "(about 30 s; save the notebook first, this reads the file)"), \
-            Runtime(lab, sandbox=Sandbox.detect(args.sandbox)) as rt:
+                   "(about 30 s; save the notebook first, this reads the file)"), Runtime(lab, sandbox=box) as rt:
         graded = grade_isolated(sub, rt, limits=limits, visible_only=True)
     rec = reports.record("you", sub, graded, version=reports.grader_version(lab), limits=limits)
     print(reports.check_text(rec))
@@ -116,7 +129,7 @@ def cmd_gradescope_run(args) -> int:
     from .gradescope import run_in_container
     root = Path(args.root or os.environ.get("AUTOGRADER_ROOT", "/autograder"))
     return run_in_container(args.lab, root, hidden_visibility=args.hidden_visibility, limits=_limits(args),
-                            sandbox=args.sandbox)
+                            sandbox=args.sandbox, allow_weak=args.allow_weak_isolation)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,9 +10,10 @@ notebook (its locked setup cells are the trusted ones). It never holds solutions
 autograder/variants/, autograder/tests/ or any notebook but the release.
 
 In the container run_autograder calls `python -m autograder gradescope-run --lab LAB`:
-it finds the notebook in $AUTOGRADER_ROOT/submission (default /autograder), makes
-$AUTOGRADER_ROOT/source readable by root only (the child drops root, so it cannot read
-the reference), grades it like `grade` does and writes $AUTOGRADER_ROOT/results/results.json.
+it finds the notebook in $AUTOGRADER_ROOT/submission (default /autograder), grades it like
+`grade` does (each child in the bubblewrap sandbox, which shows it none of /autograder) and
+writes $AUTOGRADER_ROOT/results/results.json. Without the sandbox it refuses unless
+`--allow-weak-isolation` is given.
 Set AUTOGRADER_PYTHON to use another interpreter than the one setup.sh installs (tests do).
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from . import reports
+from .isolation.sandbox import lab_modules  # noqa: F401  (also used by callers of gradescope.lab_modules)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "gradescope_files"
@@ -39,24 +41,6 @@ NOT_NEEDED = ("jupyterlab", "notebook", "nbgrader", "ipykernel", "nbclient", "nb
 def requirements(root: Path | None = None) -> list[str]:
     deps = tomllib.loads((Path(root or ROOT) / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     return [d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() not in NOT_NEEDED]
-
-
-def lab_modules(lab: str, root: Path | None = None) -> set[str]:
-    """`lab` and the other labs its grader or reference imports (e.g. `from .lab01 import x`)."""
-    root = Path(root or ROOT)
-    seen, todo = set(), [lab]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for sub in ("graders", "reference"):
-            p = root / "autograder" / sub / f"{name}.py"
-            if p.is_file():
-                for line in p.read_text(encoding="utf-8").splitlines():
-                    if line.lstrip().startswith(("import ", "from ")):
-                        todo += re.findall(r"\b(lab\d\d)\b", line)
-    return seen
 
 
 def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
@@ -71,7 +55,7 @@ def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
         files[rel] = p
 
     ag = root / "autograder"
-    for p in sorted(ag.glob("*.py")):
+    for p in sorted(ag.glob("*.py")) + sorted((ag / "isolation").glob("*.py")):
         add(p)
     wanted = lab_modules(lab, root)
     for sub in ("graders", "reference"):
@@ -149,13 +133,23 @@ def _results_error(message: str) -> dict:
 
 
 def run_in_container(lab: str, root: Path, *, hidden_visibility: str = "after_published", limits=None,
-                     sandbox: str = "auto") -> int:
-    """Grade the submission under root/submission into root/results/results.json."""
-    from .isolation import Runtime, Sandbox, grade_isolated, prepare
+                     sandbox: str = "auto", allow_weak: bool = False) -> int:
+    """Grade the submission under root/submission into root/results/results.json. Without the
+    OS sandbox (and without `allow_weak`) it grades nothing and says why (exit status 2)."""
+    from .isolation import Runtime, Sandbox, WeakIsolation, grade_isolated, prepare
     t0 = time.monotonic()
     root = Path(root)
     source, results = root / "source", root / "results" / "results.json"
     results.parent.mkdir(parents=True, exist_ok=True)
+    box = Sandbox.detect(sandbox)
+    try:
+        box.require(allow_weak)
+    except WeakIsolation as e:
+        res = _results_error("The autograder could not isolate submissions on this machine, so it did not "
+                             "grade yours; the instructor has to fix the autograder setup. (" + str(e) + ")")
+        reports.write_atomic(results, json.dumps(res, indent=1) + "\n")
+        print(res["output"], file=sys.stderr)
+        return 2
     nb = find_submission(root / "submission", lab)
     if nb is None:
         res = _results_error(f"No .ipynb file was found in your submission. Upload the {lab} notebook "
@@ -163,11 +157,9 @@ def run_in_container(lab: str, root: Path, *, hidden_visibility: str = "after_pu
         reports.write_atomic(results, json.dumps(res, indent=1) + "\n")
         print(res["output"])
         return 0
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and source.is_dir():
-        os.chmod(source, 0o700)          # the child runs as another uid: the reference is unreadable
     sub = prepare(nb, lab, root=source if (source / "labs").is_dir() else None)
     hide = [str(p) for p in (source, root / "results", root / "submission") if p.is_dir()]
-    with Runtime(lab, sandbox=Sandbox.detect(sandbox), hide=tuple(hide)) as rt:
+    with Runtime(lab, sandbox=box, hide=tuple(hide)) as rt:
         graded = grade_isolated(sub, rt, limits=limits)
     rec = reports.record(nb.stem, sub, graded, version=reports.grader_version(lab), limits=limits)
     res = reports.gradescope_results(rec, hidden_visibility=hidden_visibility)

@@ -1,4 +1,4 @@
-"""Structured-output acceptance, a recording executor, and failure samples with replay.
+"""Structured-output acceptance, a recording executor, and failure samples with replay. Defined in lab03.
 
 Acceptance runs in a fixed order and stops at the first stage that says no:
 
@@ -16,6 +16,8 @@ every abnormal ending as one JSON line (the spec plus what came out), and `repla
 reruns a saved line and gets the same tokens, text and finish reason.
 """
 from __future__ import annotations
+
+ANSWERS_FOR = "lab03"  # the grader hides this module while lab03 (or an earlier lab) is graded
 
 import copy
 import json

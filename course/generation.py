@@ -1,4 +1,4 @@
-"""The course's generation loop: model -> logits -> sampler -> append -> stop check.
+"""The course's generation loop: model -> logits -> sampler -> append -> stop check. Defined in lab03.
 
     result = generate(model, input_ids, max_tokens=16, stop=["\\nUser:"])
     result.finish_reason, result.stop_reason, result.text, result.raw_output
@@ -35,6 +35,8 @@ token that ended the run), before any trimming. `text` is what a user may see:
   * length, cancelled, timeout, error: the raw output itself.
 """
 from __future__ import annotations
+
+ANSWERS_FOR = "lab03"  # the grader hides this module while lab03 (or an earlier lab) is graded
 
 import math
 from dataclasses import asdict, dataclass, field

@@ -1,4 +1,4 @@
-"""Sampling: logits in, logits out, then one draw. The course's production version.
+"""Sampling: logits in, logits out, then one draw. The course's production version. Defined in lab02.
 
     logits = apply_temperature(logits, 0.7)       # divide by T
     logits = top_k_filter(logits, 50)             # keep the 50 largest (ties at the 50th kept)
@@ -33,6 +33,8 @@ Where the course differs from transformers (same probabilities otherwise):
     transformers (and vLLM), so a tie at the k-th value can keep more than k tokens.
 """
 from __future__ import annotations
+
+ANSWERS_FOR = "lab02"  # the grader hides this module while lab02 (or an earlier lab) is graded
 
 import math
 import numbers

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograder import reports
+from autograder.batch import record_key, record_mac, signed
 from autograder.batch import BatchError, discover, grade_batch, student_of
 from autograder.release import nbgrader_env
 from autograder.tests.submissions import from_variant, solution, write
@@ -190,6 +191,7 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     p = out / "students" / "ann.json"
     rec = json.loads(p.read_text())
     rec["grader_version"] = "0000000000000000"
+    rec["mac"] = record_mac(rec, record_key())      # as an older grader would have signed it
     p.write_text(json.dumps(rec))
     s3 = grade_batch(entries, "lab00", out, workers=2, progress=False)
     assert s3.stale == ["ann"] and "--force" in s3.line()
@@ -204,6 +206,7 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     shutil.copy(solution("lab00"), subs / "ben" / "lab00.ipynb")
     rec = json.loads((out / "students" / "ann.json").read_text())
     rec["status"] = "grader_error"
+    rec["mac"] = record_mac(rec, record_key())
     (out / "students" / "ann.json").write_text(json.dumps(rec))
     s5 = grade_batch(entries, "lab00", out, workers=2, progress=False)
     assert sorted(s5.graded) == ["ann", "ben"]
@@ -211,3 +214,31 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     rows = list(csv.DictReader((out / "grades.csv").open()))
     assert [r["student_id"] for r in rows] == ["ann", "ben"]
     assert rows[0]["greedy_token_picks_argmax"] == "5"
+
+
+def test_a_record_without_the_graders_mac_is_regraded_and_never_counted(tmp_path):
+    """Anyone who can write into grades/ can write a record; only the grader can sign one.
+    A forged full-marks record (no MAC, a made-up MAC, or a signed record edited after) is
+    regraded, and a forged record of a student not in the batch stays out of the CSV."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "ben").mkdir(parents=True)
+    shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
+    entries = discover([subs], "lab00")
+    grade_batch(entries, "lab00", out, workers=1, progress=False)
+    p = out / "students" / "ben.json"
+    honest = json.loads(p.read_text())
+    assert honest["score"] == 0 and signed(honest, record_key())
+    for mac in (None, "0" * 64, honest["mac"]):
+        forged = dict(honest, score=5.0)
+        if mac is None:
+            forged.pop("mac")
+        else:
+            forged["mac"] = mac
+        p.write_text(json.dumps(forged))
+        mallory = dict(forged, student="mallory")
+        (out / "students" / "mallory.json").write_text(json.dumps(mallory))
+        s = grade_batch(entries, "lab00", out, workers=1, progress=False)
+        assert s.graded == ["ben"], mac
+        assert json.loads(p.read_text())["score"] == 0
+        rows = list(csv.DictReader((out / "grades.csv").open()))
+        assert [r["student_id"] for r in rows] == ["ben"]

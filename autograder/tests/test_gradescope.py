@@ -13,6 +13,7 @@ import pytest
 
 from autograder import reports
 from autograder.gradescope import build_bundle, requirements
+from autograder.isolation import Sandbox
 from autograder.tests.submissions import from_variant, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def test_bundle_has_what_grading_needs_and_no_solutions(bundle):
     with zipfile.ZipFile(bundle) as z:
         names = set(z.namelist())
         assert {"setup.sh", "run_autograder", "requirements.txt", "lab.json", "autograder/core.py",
-                "autograder/isolation.py", "autograder/graders/lab00.py", "autograder/reference/lab00.py",
+                "autograder/isolation/driver.py", "autograder/isolation/child.py", "autograder/graders/lab00.py", "autograder/reference/lab00.py",
                 "course/__init__.py", "datasets/fixtures/peaked.json", "labs/lab00/lab00.ipynb"} <= names
         assert not [n for n in names if n.startswith(("solutions/", "autograder/variants/", "autograder/tests/"))]
         assert [n for n in names if n.endswith(".ipynb")] == ["labs/lab00/lab00.ipynb"]
@@ -71,8 +72,20 @@ def test_run_autograder_grades_a_submission_and_writes_valid_results(tmp_path, b
     assert hidden["visibility"] == "after_published" and hidden["score"] == 3 and "FAIL nan_rejected" in hidden["output"]
     assert names["greedy_token_picks_argmax (checks)"]["visibility"] == "visible"
     assert "lab00: 4/5" in stdout
-    if os.geteuid() == 0:
-        assert oct((root / "source").stat().st_mode & 0o777) == "0o700", "the source is root-only while grading"
+    if not Sandbox.detect().weak:
+        assert "'os_sandbox': 'bubblewrap'" in stdout, "the container run grades inside the OS sandbox"
+
+
+def test_run_autograder_refuses_without_the_os_sandbox(tmp_path, monkeypatch):
+    """Without bubblewrap the container grades nothing for credit and says why."""
+    from autograder.gradescope import run_in_container
+    monkeypatch.setenv("AUTOGRADER_BWRAP", str(tmp_path / "no-such-bwrap"))
+    bug = ROOT / "autograder" / "variants" / "lab00" / "bug_nan_not_checked.py"
+    (tmp_path / "submission").mkdir()
+    write(from_variant("lab00", bug), tmp_path / "submission" / "lab00.ipynb")
+    assert run_in_container("lab00", tmp_path) == 2
+    res = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert res["score"] == 0 and "could not isolate" in res["output"] and "--allow-weak-isolation" in res["output"]
 
 
 def test_run_autograder_without_a_notebook_says_so(tmp_path, bundle):

@@ -20,6 +20,7 @@ import nbformat
 import pytest
 
 from autograder import isolation
+from autograder.isolation import driver
 from autograder.batch import Entry, grade_batch
 from autograder.core import get_tests, labs, run_test
 from autograder.isolation import Limits, Runtime, Sandbox, grade_isolated, prepare
@@ -87,13 +88,14 @@ def test_lab00_isolated_verdicts_equal_in_process_ones(tmp_path):
         if name.startswith("bug_"):
             assert rec["score"] < 5, name
         assert rec["sandbox"]["audit_hook"] and rec["restarts"] == 0
+        assert rec["sandbox"]["weak"] is Sandbox.detect().weak
 
 
 def test_the_child_is_told_only_which_case_to_run(tmp_path, monkeypatch):
     """The init file holds cells, limits and paths; every request names a test and a case.
     Expected values (computed by judges in this process) never appear in either."""
     sent, inits = [], []
-    orig_send, orig_init = isolation._ChildProcess.send, isolation._ChildProcess.init_payload
+    orig_send, orig_init = driver._ChildProcess.send, driver._ChildProcess.init_payload
 
     def spy_send(self, msg):
         sent.append(dict(msg))
@@ -104,43 +106,59 @@ def test_the_child_is_told_only_which_case_to_run(tmp_path, monkeypatch):
         inits.append(payload)
         return payload
 
-    monkeypatch.setattr(isolation._ChildProcess, "send", spy_send)
-    monkeypatch.setattr(isolation._ChildProcess, "init_payload", spy_init)
+    monkeypatch.setattr(driver._ChildProcess, "send", spy_send)
+    monkeypatch.setattr(driver._ChildProcess, "init_payload", spy_init)
     with Runtime("lab00") as rt:
         g = grade_isolated(prepare(solution("lab00"), "lab00"), rt)
     assert g.score == 5
-    assert {k for m in sent for k in m} <= {"t", "test", "case", "req"}
-    assert [m["case"] for m in sent if m["t"] == "probe"] == [c.name for t in get_tests("lab00").values()
-                                                              for c in t.cases]
-    assert set(inits[0]) == {"protocol", "lab", "nonce", "stage", "scratch", "cmd_fd", "res_fd", "ppid", "uid",
-                             "hide", "expose", "ctl", "deny", "memory", "file_size", "cpu", "cells"}
+    requests = [m for m in sent if m.get("t") != "protocol" and "cells" not in m]
+    assert {k for m in requests for k in m} <= {"t", "test", "case", "req"}
+    assert [m["case"] for m in requests if m["t"] == "probe"] == [c.name for t in get_tests("lab00").values()
+                                                                  for c in t.cases]
+    assert set(inits[0]) == {"protocol", "nonce", "memory", "file_size", "cpu", "cells"}
     blob = json.dumps(inits[0])
-    assert "reference" not in blob.replace("autograder/reference", "")  # only as a denied path
+    assert "reference" not in blob and str(ROOT) not in blob, "no host paths, nothing of the reference"
     for cell in inits[0]["cells"]:
         assert set(cell) == {"id", "kind", "source", "trusted"}
 
 
-def test_the_staged_runtime_has_no_reference_and_is_read_only(tmp_path):
-    with Runtime("lab00") as rt:
-        ag = rt.stage / "autograder"
-        assert (ag / "core.py").is_file() and (ag / "graders" / "lab00.py").is_file()
-        assert not (ag / "reference").exists() and not (ag / "variants").exists() and not (ag / "tests").exists()
+def test_the_staged_runtime_has_no_grader_no_reference_and_no_answers(tmp_path):
+    """The sandbox's /grader holds the course library and datasets only: no autograder
+    package at all (graders reach the zygote from memory), and no course module that holds
+    the answers of the lab being graded or of a later one."""
+    with Runtime("lab02") as rt:
+        assert not (rt.stage / "autograder").exists()
         assert (rt.stage / "datasets" / "fixtures" / "peaked.json").is_file()
-        assert oct((ag).stat().st_mode & 0o777) == "0o700"
+        assert (rt.stage / "course" / "fixtures.py").is_file()
+        for name in ("sampling", "generation", "acceptance"):
+            assert not (rt.stage / "course" / f"{name}.py").exists(), name
+        assert "autograder.graders.lab02" in rt.modules and not any("reference" in m for m in rt.modules)
         for p in (rt.stage / "course").rglob("*.py"):
             assert not p.stat().st_mode & 0o022, f"{p} is writable by others"
-        denied = rt.denied_paths()
-        assert str((ROOT / "autograder").resolve()) in denied and str(ag) in denied
-        for h in rt.hidden_paths():
-            assert not Path(sys.prefix).resolve().is_relative_to(h), "the interpreter must stay visible"
+    with Runtime("lab04") as rt:          # later labs use the production modules of earlier ones
+        for name in ("sampling", "generation", "acceptance", "kv_cache", "decoder"):
+            assert (rt.stage / "course" / f"{name}.py").is_file(), name
 
 
-def test_sandbox_modes():
+def test_answer_modules_are_found_by_their_marker():
+    marked = isolation.answer_modules()
+    assert marked["sampling"] == "lab02" and marked["generation"] == "lab03" and marked["acceptance"] == "lab03"
+    assert "kv_cache" not in marked and "decoder" not in marked
+    assert isolation.hidden_modules("lab01") == sorted(marked)
+    assert set(isolation.hidden_modules("lab03")) >= {"generation", "acceptance"}
+    assert "sampling" not in isolation.hidden_modules("lab03")
+    assert not {"sampling", "generation", "acceptance"} & set(isolation.hidden_modules("lab04"))
+
+
+def test_sandbox_modes(monkeypatch):
     py = Sandbox.detect("python")
-    assert py.uid_base is None and not py.mount_ns and py.describe()["audit_hook"]
-    auto = Sandbox.detect("auto")
-    if os.geteuid() != 0:
-        assert auto.uid_base is None and not auto.mount_ns
+    assert py.weak and py.describe()["audit_hook"] and py.describe()["os_sandbox"] is None
+    with pytest.raises(isolation.WeakIsolation, match="--allow-weak-isolation"):
+        py.require(allow_weak=False)
+    py.require(allow_weak=True)
+    monkeypatch.setenv("AUTOGRADER_BWRAP", "/nonexistent/bwrap")
+    missing = Sandbox.detect("auto")
+    assert missing.weak and "bubblewrap" in missing.reason
     with pytest.raises(ValueError, match="`sandbox` must be"):
         Sandbox.detect("docker")
 

@@ -1,0 +1,26 @@
+"""Time and resource limits of one graded submission (parent side; the child is told them)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+GiB = 1 << 30
+MiB = 1 << 20
+MAX_MESSAGE = 64 * MiB          # one JSON line from the child
+SCRATCH_SIZE = 256 * MiB        # the child's private tmpfs (its only writable place)
+
+
+@dataclass
+class Limits:
+    """Time and resource limits of one submission. Seconds are wall-clock."""
+    timeout: float = 900.0          # the whole submission (all children, all tests)
+    test_timeout: float = 120.0     # the cases of one Test together (probe time only)
+    case_timeout: float = 30.0      # one case
+    cell_timeout: float = 60.0      # one notebook cell while the child sets up
+    startup_timeout: float = 240.0  # interpreter + torch + graders import (not the student's time)
+    memory: int = 4 * GiB           # RLIMIT_AS of the child; torch needs ~0.9 GiB of address space
+    file_size: int = 64 * MiB       # RLIMIT_FSIZE: largest file the child may write
+    output_tail: int = 4000         # characters of the student's stdout kept in the report
+    max_deaths_per_test: int = 3    # after this many dead children in one Test, its other cases are not run
+
+    def to_dict(self) -> dict:
+        return asdict(self)
