@@ -879,8 +879,7 @@ class BackgroundServer:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"`port` must be an integer in [0, 65535], got {port!r}.")
+    check_int("port", port, 0, 65535)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
@@ -932,6 +931,7 @@ def main(argv=None) -> int:
                                              max_batch=ns.max_batch, max_waiting=ns.max_waiting)
     app = build_app(engine, tokenizer, max_model_len=max_len, request_timeout=ns.request_timeout)
     sock = _bind(ns.host, ns.port)
+    sock.listen(2048)                  # connections made as soon as the URL is printed wait in the backlog
     url = f"http://{ns.host}:{sock.getsockname()[1]}"
     print(f"Serving {MODEL_NAME} at {url}/v1 (OpenAI-compatible; metrics at {url}/metrics). Ctrl-C stops.",
           flush=True)
