@@ -457,7 +457,7 @@ def histogram_percentile(bucket_counts, boundaries, q) -> float:
     check_type("bucket_counts", bucket_counts, (list, tuple), "a list of counts")
     if len(bucket_counts) != len(edges) + 1:
         raise ValueError(f"`bucket_counts` must have len(boundaries) + 1 = {len(edges) + 1} entries, "
-                         f"got {len(bucket_counts)}.")
+                         f"got {len(bucket_counts)}: {list(bucket_counts)!r}.")
     for i, c in enumerate(bucket_counts):
         check_int(f"bucket_counts[{i}]", c, 0)
     check_number("q", q, 0, 100)
