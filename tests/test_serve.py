@@ -331,8 +331,8 @@ def test_health_and_metric_names(served):
 
 @pytest.fixture()
 def small_server(one_thread):
-    """One running slot and one waiting slot, 32 blocks of 16 tokens; always stopped."""
-    engine, tokenizer, context = tiny_engine(num_blocks=32, block_size=16, max_batch=1, max_waiting=1)
+    """One running slot and one waiting slot, 48 blocks of 16 tokens; always stopped."""
+    engine, tokenizer, context = tiny_engine(num_blocks=48, block_size=16, max_batch=1, max_waiting=1)
     server = start_background(engine, tokenizer, max_model_len=context)
     try:
         yield SimpleNamespace(url=server.url, client=client_for(server.url))
@@ -342,7 +342,7 @@ def small_server(one_thread):
 
 @pytest.mark.slow
 def test_overload_is_answered_429_at_once_and_never_queued(small_server):
-    c, long = small_server.client, dict(model=MODEL, prompt="The small cat", max_tokens=400, temperature=0,
+    c, long = small_server.client, dict(model=MODEL, prompt="The small cat", max_tokens=700, temperature=0,
                                         stream=True, extra_body={"ignore_eos": True})
     running = c.completions.create(**long)
     next(iter(running))                                   # it holds the only batch slot
@@ -362,9 +362,9 @@ def test_overload_is_answered_429_at_once_and_never_queued(small_server):
 
 @pytest.mark.slow
 def test_a_request_larger_than_the_pool_is_a_400_not_a_wait(small_server):
-    # 32 blocks of 16 tokens hold 512 tokens: this request could never run.
+    # 48 blocks of 16 tokens hold 768 tokens: this request fits the context but never the pool.
     with pytest.raises(openai.BadRequestError) as e:
-        small_server.client.completions.create(model=MODEL, prompt="The small cat", max_tokens=600)
+        small_server.client.completions.create(model=MODEL, prompt="The small cat", max_tokens=800)
     assert e.value.param == "max_tokens" and e.value.code == "request_refused"
 
 
