@@ -1,8 +1,9 @@
 """Clocks. Timing code takes a clock argument so tests can drive time by hand."""
 from __future__ import annotations
 
-import math
 import time
+
+from ._checks import check_number
 
 
 class FakeClock:
@@ -41,5 +42,4 @@ def monotonic() -> float:
 
 
 def _check_finite(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"`{name}` must be a finite number, got {value!r}.")
+    check_number(name, value)

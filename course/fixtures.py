@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from ._checks import check_int, is_int
+
 FIXTURES_DIR = Path(__file__).resolve().parent.parent / "datasets" / "fixtures"
 SCHEMA_VERSION = 1
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -50,8 +52,7 @@ class Fixture:
         """Logits as float32: (V,) for one step, or (n_steps, V) when step is None."""
         if step is None:
             return torch.tensor(self.steps, dtype=torch.float32)  # (S, V)
-        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < self.n_steps:
-            raise ValueError(f"`step` must be an integer in [0, {self.n_steps - 1}], got {step!r}.")
+        check_int("step", step, 0, self.n_steps - 1)
         return torch.tensor(self.steps[step], dtype=torch.float32)  # (V,)
 
     def decode(self, token_ids) -> str:
@@ -60,7 +61,7 @@ class Fixture:
             token_ids = token_ids.tolist()
         out = []
         for t in token_ids:
-            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size:
+            if not is_int(t) or not 0 <= t < self.vocab_size:
                 raise ValueError(f"`token_ids` must hold ids in [0, {self.vocab_size - 1}], got {t!r}.")
             out.append(self.vocab[t])
         return "".join(out)

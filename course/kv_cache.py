@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_int
+from ._checks import check_int, is_int
 
 
 def kv_bytes_per_token(n_layer: int, n_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
@@ -87,7 +87,7 @@ class KVCache:
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the t new tokens' k, v (B, H, t, D) at `layer`; return (B, H, T, D) all of them."""
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.n_layer:
+        if not (is_int(layer) and 0 <= layer < self.n_layer):
             raise ValueError(f"`layer` must be an integer in [0, {self.n_layer}), got {layer!r}.")
         _check_kv(k, v)
         if k.device.type != self.device.type:
@@ -153,7 +153,7 @@ class StaticKVCache:
         """Write the t new tokens' k, v (B, H, t, D) at `layer`; return views (B, H, T, D)."""
         if self.k is None:
             raise RuntimeError("this StaticKVCache was released; make a new one.")
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.n_layer:
+        if not (is_int(layer) and 0 <= layer < self.n_layer):
             raise ValueError(f"`layer` must be an integer in [0, {self.n_layer}), got {layer!r}.")
         _check_kv(k, v)
         B, H, t, D = k.shape

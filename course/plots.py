@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import check_int
+
 
 def _labels(vocab, n):
     if vocab is None:
@@ -27,8 +29,7 @@ def prob_bars(probs, vocab=None, *, ax=None, title=None, highlight=None, top=Non
         raise ValueError(f"`vocab` must have {p.numel()} entries to label `probs`, got {len(vocab)}.")
     ids = list(range(p.numel()))
     if top is not None:
-        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-            raise ValueError(f"`top` must be an integer >= 1, got {top!r}.")
+        check_int("top", top, 1)
         ids = torch.argsort(p, descending=True, stable=True)[:top].tolist()
     labels = _labels(vocab, p.numel())
     keep = set(highlight or [])

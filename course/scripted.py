@@ -14,6 +14,7 @@ import math
 import torch
 
 from . import fixtures as _fixtures
+from ._checks import is_int
 
 
 class ScriptedModelError(RuntimeError):
@@ -35,7 +36,7 @@ class ScriptedModel:
         if not isinstance(fixture, _fixtures.Fixture):
             raise ValueError(f"`fixture` must be a Fixture or a fixture name, got {type(fixture).__name__}.")
         for name, value in (("raise_at", raise_at), ("nan_at", nan_at)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            if value is not None and not (is_int(value) and value >= 0):
                 raise ValueError(f"`{name}` must be None or an integer >= 0, got {value!r}.")
         self.fixture = fixture
         self.raise_at = raise_at

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from ._checks import check_int
+
 # datasets/ is data, not a package, so the path is computed from this file.
 TINY_MODEL_DIR: str = str(Path(__file__).resolve().parent.parent / "datasets" / "tiny-model")
 
@@ -103,8 +105,7 @@ def greedy_completion(model, tokenizer, prompt: str, max_new_tokens: int = 64) -
     tokens without EOS, whether generation ended on EOS)."""
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"`prompt` must be a non-empty str, got {prompt!r}.")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")
+    check_int("max_new_tokens", max_new_tokens, 1)
     device = next(model.parameters()).device
     ids = tokenizer(prompt, return_tensors="pt").input_ids.to(device)  # (1, T)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
