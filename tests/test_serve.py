@@ -414,3 +414,30 @@ def test_build_app_checks_its_arguments():
         build_app(engine, None, request_timeout=-1)
     with pytest.raises(ValueError, match="`tokenizer` must be None or have encode"):
         build_app(engine, 42)
+
+
+@pytest.mark.slow
+def test_python_m_course_serve_prints_its_url_and_serves(one_thread):
+    """What `make serve` runs: the printed URL answers the openai client at once."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.Popen([sys.executable, "-m", "course.serve", "--port", "0", "--threads", "1",
+                             "--log-level", "warning"], cwd=Path(__file__).resolve().parent.parent,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("Serving tiny-model at http://127.0.0.1:"), line
+        base_url = line.split(" at ")[1].split()[0]
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=60)
+        assert [m.id for m in client.models.list()] == [MODEL]
+        answer = client.completions.create(model=MODEL, prompt="12 + 7 =", max_tokens=8, temperature=0)
+        assert answer.choices[0].finish_reason == "stop"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
