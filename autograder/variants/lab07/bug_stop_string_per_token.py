@@ -1,13 +1,10 @@
 """Stop strings are searched in the newest token's text only, so a stop string split across
-two tokens is missed."""
-import random
-import threading
-from collections import OrderedDict, deque
+two tokens is missed (and streamed)."""
+from collections import deque
 
 import torch
 
-from course._checks import check_int, check_type  # noqa: F401
-from course.batched import (EngineConfig, QueueFull, RequestOutput, RequestParams, RequestRefused,  # noqa: F401
+from course.batched import (EngineConfig, QueueFull, RequestOutput, RequestParams, RequestRefused,
                             ScriptedBatchedModel, SimulatedCost, as_batched)
 from course.clock import FakeClock, monotonic
 from course.finish import FinishReason
@@ -15,323 +12,339 @@ from course.generation import first_stop, holdback_length
 from course.paged_kv import PagedKVCache, blocks_needed
 from course.sampling import sample_next
 
+
 EXPECT_FAIL = {'every_ending_frees_its_blocks': ['eos_stop_token_stop_string_length', 'stop_string_across_tokens_never_streamed']}
 
-KEEP_FINISHED = 4096     # final outputs kept for final_output(); the oldest are dropped first
 
-
-class _Request:
+class Request:
     """The engine's record of one request."""
 
-    def __init__(self, request_id: str, prompt: list[int], params: RequestParams, arrival: float) -> None:
+    def __init__(self, request_id, prompt, params, arrival):
         self.id, self.prompt, self.params, self.arrival = request_id, prompt, params, arrival
-        self.tokens: list[int] = []          # generated so far: survives preemption
-        self.cache: PagedKVCache | None = None
-        self.generator: torch.Generator | None = None
-        self.sent = 0                        # characters of text already streamed
-        self.stage = "queue"                 # the tracer's open stage span
+        self.tokens = []          # generated so far (kept across preemption)
+        self.cache = None         # a PagedKVCache while it runs, None while it waits
+        self.generator = None     # its own torch.Generator when it samples
+        self.sent = 0             # characters of text already streamed
+        self.stage = "queue"      # the tracer's open stage span
         self.preemptions = 0
 
     @property
-    def ids(self) -> list[int]:
+    def ids(self):
+        """Everything the model must have seen: prompt + generated tokens."""
         return self.prompt + self.tokens
 
-    def blocks_to_feed(self, block_size: int) -> int:
-        """Blocks this request still needs to hold every token it has."""
+    def blocks_to_feed(self, block_size):
+        """Blocks this request still needs so that its cache can hold all of `ids`."""
         held = len(self.cache.block_table) if self.cache is not None else 0
         return max(0, blocks_needed(len(self.ids), block_size) - held)
 
+    def __repr__(self):
+        return f"Request({self.id!r}, tokens={len(self.tokens)}, cache={self.cache})"
+
 
 class Engine:
-    """Continuous batching over one paged KV pool (see the module docstring)."""
+    """Continuous batching over one paged KV pool: add_request, step, abort, has_unfinished."""
 
-    def __init__(self, model, tokenizer=None, config: EngineConfig | None = None, clock=monotonic,
-                 tracer=None) -> None:
-        self.model = as_batched(model)
-        self.config = EngineConfig() if config is None else check_type("config", config, EngineConfig,
-                                                                       "an EngineConfig")
-        if not callable(clock):
-            raise ValueError(f"`clock` must be callable (course.monotonic or a FakeClock), got {clock!r}.")
-        if tokenizer is not None and not callable(getattr(tokenizer, "decode", None)):
-            raise ValueError(f"`tokenizer` must be None or have decode(ids), got {type(tokenizer).__name__}.")
-        self.tokenizer, self.clock, self.tracer = tokenizer, clock, tracer
+    def __init__(self, model, tokenizer=None, config=None, clock=monotonic, tracer=None):
+        self.model = as_batched(model)             # forward_batch(token_ids, caches) -> (B, V) logits
+        self.config = config if config is not None else EngineConfig()
+        self.clock, self.tracer = clock, tracer
         text_source = tokenizer if tokenizer is not None else self.model
-        self._decode = getattr(text_source, "decode", None)
+        self.decode = getattr(text_source, "decode", None)
         self.eos_token_id = getattr(text_source, "eos_token_id", None)
         self.pool = self.model.new_pool(self.config.num_blocks, self.config.block_size)
-        self.waiting: deque[_Request] = deque()      # FCFS; preempted requests go back to the front
-        self.running: list[_Request] = []            # in admission order: the newest is last
-        self._finished: OrderedDict[str, RequestOutput] = OrderedDict()
-        self._ids = 0
-        self._lock = threading.RLock()
-        self.steps = 0
+        self.waiting = deque()                     # oldest first; preempted requests go back in front
+        self.running = []                          # in admission order: the newest is last
+        self.finished = {}                         # request id -> its final RequestOutput
         self.preemptions = 0
-        self.finished_by_reason: dict[str, int] = {str(r): 0 for r in FinishReason}
-        self.last_batch_tokens = 0
+        self.finished_by_reason = {str(r): 0 for r in FinishReason}
+        self._count = 0
 
-    # ------------------------------------------------------------ the API
+    # ---- the API
+    def add_request(self, prompt_ids, params=None, request_id=None):
+        params = check_admission(self, prompt_ids, params)        # Exercise 1
+        self._count += 1
+        request_id = request_id or f"req-{self._count}"
+        now = self.clock()
+        self.waiting.append(Request(request_id, list(prompt_ids), params, now))
+        self.trace("start_request", request_id, arrival_time=now,              # opens the "queue" span
+                   attributes={"gen_ai.request.max_tokens": params.max_tokens,
+                               "gen_ai.usage.input_tokens": len(prompt_ids)})
+        return request_id
 
-    def add_request(self, prompt_ids, params=None, request_id: str | None = None) -> str:
-        """Queue a request; return its id. Raises ValueError for bad arguments,
-        RequestRefused when it can never run, QueueFull when the queue is full."""
-        if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
-            raise ValueError(f"`prompt_ids` must be a non-empty list of token ids, got {prompt_ids!r}.")
-        prompt = [int(t) for t in prompt_ids] if all(
-            isinstance(t, int) and not isinstance(t, bool) for t in prompt_ids) else None
-        vocab = self.model.vocab_size
-        if prompt is None or not all(0 <= t < vocab for t in prompt):
-            raise ValueError(f"`prompt_ids` must hold integer ids in [0, {vocab}), got {list(prompt_ids)!r}.")
-        params = RequestParams.coerce(params)
-        if request_id is not None and (not isinstance(request_id, str) or not request_id):
-            raise ValueError(f"`request_id` must be None or a non-empty str, got {request_id!r}.")
-        cfg = self.config
-        longest = len(prompt) + params.max_tokens - 1    # the last token is returned, never fed back
-        context = getattr(self.model, "max_context", None)
-        if context is not None and longest > context:
-            raise RequestRefused(f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) - 1 = {longest} tokens "
-                                 f"exceeds the model's context of {context}.")
-        if blocks_needed(longest, cfg.block_size) > cfg.num_blocks or \
-                blocks_needed(len(prompt), cfg.block_size) + cfg.watermark_blocks > cfg.num_blocks:
-            raise RequestRefused(f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) needs "
-                                 f"{blocks_needed(longest, cfg.block_size)} blocks of {cfg.block_size}; the pool "
-                                 f"has {cfg.num_blocks} (watermark {cfg.watermark_blocks}).")
-        with self._lock:
-            if len(self.waiting) >= cfg.max_waiting:
-                raise QueueFull(f"{len(self.waiting)} requests are waiting (max_waiting={cfg.max_waiting}); "
-                                "retry later.")
-            if request_id is None:
-                self._ids += 1
-                request_id = f"req-{self._ids}"
-            if request_id in self._finished or any(r.id == request_id for r in self._live()):
-                raise ValueError(f"`request_id` must be unique, got {request_id!r} again.")
-            now = self.clock()
-            req = _Request(request_id, prompt, params, now)
-            self.waiting.append(req)
-            self._trace("start_request", request_id, arrival_time=now, attributes={   # opens "queue"
-                "gen_ai.request.max_tokens": params.max_tokens,
-                "gen_ai.request.temperature": float(params.temperature),
-                "gen_ai.request.top_p": float(params.top_p),
-                "gen_ai.usage.input_tokens": len(prompt),
-                "course.concurrency": len(self.running) + len(self.waiting)})
-            return request_id
+    def step(self):
+        now = self.clock()
+        outputs = [finish(self, r, FinishReason.TIMEOUT, now)                 # Exercise 5
+                   for r in list(self.running) + list(self.waiting)
+                   if r.params.deadline is not None and now - r.arrival >= r.params.deadline]
+        batch = schedule(self)                                                # Exercise 2
+        if batch:
+            rows = run_batch(self, batch)                                     # Exercise 3
+            done_at = self.clock()                                            # after the forward
+            outputs += [advance(self, r, row, done_at) for r, row in zip(batch, rows)]   # Exercise 4
+        self.trace("counter", "batch_size", len(batch), at=self.clock())
+        self.trace("counter", "kv_blocks_in_use", self.pool.allocator.num_used, at=self.clock())
+        return outputs
 
-    def step(self) -> list[RequestOutput]:
-        """Run one engine step; return an output for every request that got a token or ended."""
-        with self._lock:
-            self.steps += 1
-            outputs = self._expire(self.clock())
-            batch = self._schedule()
-            self.last_batch_tokens = sum(len(r.ids) - r.cache.length for r in batch)
-            if batch:
-                results = self._forward(batch)
-                done_at = self.clock()
-                for req, row in zip(batch, results):
-                    outputs.append(self._advance(req, row, done_at))
-            now = self.clock()
-            self._trace("counter", "batch_size", len(batch), at=now)
-            self._trace("counter", "kv_blocks_in_use", self.pool.allocator.num_used, at=now)
-            return outputs
+    def abort(self, request_id):
+        abort_request(self, request_id)                                       # Exercise 6
 
-    def abort(self, request_id: str) -> None:
-        """Cancel a request now: its blocks go back to the pool before this returns and
-        no output for it follows. Its raw output is kept (final_output). Unknown or
-        already finished ids are ignored, as a late cancel must be."""
-        with self._lock:
-            for req in self._live():
-                if req.id == request_id:
-                    self._finish(req, FinishReason.CANCELLED, self.clock())
-                    return
+    def has_unfinished(self):
+        return bool(self.running or self.waiting)
 
-    def has_unfinished(self) -> bool:
-        with self._lock:
-            return bool(self.running or self.waiting)
+    def stats(self):
+        a = self.pool.allocator
+        return {"running": len(self.running), "waiting": len(self.waiting), "kv_blocks_used": a.num_used,
+                "kv_blocks_total": a.num_blocks, "preemptions": self.preemptions,
+                "finished_by_reason": dict(self.finished_by_reason)}
 
-    def stats(self) -> dict:
-        with self._lock:
-            a = self.pool.allocator
-            return {"running": len(self.running), "waiting": len(self.waiting),
-                    "kv_blocks_used": a.num_used, "kv_blocks_total": a.num_blocks,
-                    "kv_blocks_high_water": a.high_water, "preemptions": self.preemptions,
-                    "steps": self.steps, "last_batch_tokens": self.last_batch_tokens,
-                    "finished_by_reason": dict(self.finished_by_reason)}
+    # ---- helpers for the exercises
+    def text(self, tokens):
+        """The text of `tokens` ("" without a tokenizer)."""
+        return self.decode(list(tokens)) if self.decode is not None and tokens else ""
 
-    def final_output(self, request_id: str) -> RequestOutput:
-        """The whole result of a finished request: every raw token, the full text shown,
-        the finish reason. KeyError while it runs or after it was dropped (KEEP_FINISHED)."""
-        with self._lock:
-            return self._finished[request_id]
-
-    # ------------------------------------------------------------ scheduling
-
-    def _live(self):
-        return list(self.running) + list(self.waiting)
-
-    def _expire(self, now: float) -> list[RequestOutput]:
-        out = []
-        for req in self._live():
-            if req.params.deadline is not None and now - req.arrival >= req.params.deadline:
-                out.append(self._finish(req, FinishReason.TIMEOUT, now))
-        return out
-
-    def _schedule(self) -> list[_Request]:
-        bs, alloc = self.config.block_size, self.pool.allocator
-        # Running requests first: each must hold every token it feeds this step.
-        preempted = False
-        while self.running and sum(r.blocks_to_feed(bs) for r in self.running) > alloc.num_free:
-            self._preempt(self.running.pop())
-            preempted = True
-        for req in self.running:
-            req.cache.reserve(len(req.ids) - req.cache.length)
-        # Then admission, strictly first come first served.
-        if not preempted:
-            while self.waiting and len(self.running) < self.config.max_batch:
-                head = self.waiting[0]
-                if alloc.num_free - blocks_needed(len(head.ids), bs) < self.config.watermark_blocks:
-                    break
-                self.waiting.popleft()
-                head.cache = PagedKVCache(self.pool)
-                head.cache.reserve(len(head.ids))
-                self.running.append(head)
-                self._stage(head, "prefill", self.clock())
-        return list(self.running)
-
-    def _preempt(self, req: _Request) -> None:
-        req.cache.release()
-        req.cache = None
-        req.preemptions += 1
-        self.preemptions += 1
-        self.waiting.appendleft(req)
-        self._stage(req, "queue", self.clock())
-        self._trace("counter", "preemptions", self.preemptions, at=self.clock())
-
-    # ------------------------------------------------------------ the forward and each request
-
-    def _forward(self, batch: list[_Request]) -> list:
-        """Logits (V,) per request, or the exception that request raised."""
-        try:
-            logits = self.model.forward_batch([r.ids for r in batch], [r.cache for r in batch])
-            return [logits[i] for i in range(len(batch))]
-        except Exception as batch_error:
-            if len(batch) == 1:
-                return [batch_error]
-        # Someone in the batch broke the forward. Recompute each request alone (the
-        # failed call may have half-written the caches) and blame only those that fail.
-        results = []
-        for req in batch:
-            req.cache.release()
-            req.cache.reserve(len(req.ids))
-            try:
-                results.append(self.model.forward_batch([req.ids], [req.cache])[0])
-            except Exception as e:
-                results.append(e)
-        return results
-
-    def _advance(self, req: _Request, row, now: float) -> RequestOutput:
-        if isinstance(row, Exception):
-            return self._finish(req, FinishReason.ERROR, now, error=f"{type(row).__name__}: {row}")
-        try:
-            if torch.isnan(row).any():
-                raise ValueError(f"the model returned NaN logits at step {len(req.tokens)}")
-            token = self._sample(req, row)
-        except Exception as e:
-            return self._finish(req, FinishReason.ERROR, now, error=f"{type(e).__name__}: {e}")
-        req.tokens.append(token)
-        self._trace("token", req.id, at=now)       # chosen at the end of this forward ...
-        self._stage(req, "decode", now)            # ... and the next one is a decode
-        p = req.params
-        if token == self.eos_token_id and not p.ignore_eos:
-            return self._finish(req, FinishReason.STOP, now, new=[token], text=self._text(req.tokens[:-1]))
-        if token in p.stop_token_ids:
-            keep = req.tokens if p.include_stop_str_in_output else req.tokens[:-1]
-            return self._finish(req, FinishReason.STOP, now, new=[token], text=self._text(keep), stop_reason=token)
-        raw = self._text(req.tokens)
-        piece = self._text([token])
-        match = first_stop(piece, list(p.stop))   # BUG: only the newest token's text
-        if match is not None:
-            i, j, s = match
-            i, j = len(raw) - len(piece) + i, len(raw) - len(piece) + j
-            return self._finish(req, FinishReason.STOP, now, new=[token],
-                                text=raw[:j] if p.include_stop_str_in_output else raw[:i], stop_reason=s)
-        if len(req.tokens) == p.max_tokens:
-            return self._finish(req, FinishReason.LENGTH, now, new=[token], text=raw)
-        # Still running: release only text that can no longer become part of a stop string
-        # (nor of an unfinished UTF-8 character).
-        held = 0 if p.include_stop_str_in_output else holdback_length(raw, list(p.stop))
-        safe = len(raw) - held
-        while safe > req.sent and raw[safe - 1] == "\ufffd":
-            safe -= 1
-        delta = raw[req.sent:safe] if safe > req.sent else ""
-        req.sent = max(req.sent, safe)
-        return RequestOutput(req.id, [token], delta, None, None, list(req.tokens), self._usage(req))
-
-    def _sample(self, req: _Request, logits: torch.Tensor) -> int:
+    def sample(self, req, logits):
+        """The next token from logits (V,): argmax at temperature 0, else a draw from the
+        request's own generator (seeded once from params.seed)."""
         p = req.params
         if p.temperature == 0:
             return int(torch.argmax(logits))
         if req.generator is None:
-            seed = p.seed if p.seed is not None else random.SystemRandom().randrange(2 ** 63)
-            req.generator = torch.Generator(device=logits.device).manual_seed(int(seed))
+            seed = p.seed if p.seed is not None else int(torch.randint(2 ** 62, ()))
+            req.generator = torch.Generator(device=logits.device).manual_seed(seed)
         return int(sample_next(logits.float(), temperature=p.temperature, top_k=p.top_k, top_p=p.top_p,
                                generator=req.generator))
 
-    def _finish(self, req: _Request, reason: FinishReason, now: float, *, new=(), text=None,
-                stop_reason=None, error=None) -> RequestOutput:
-        """End a request: blocks back to the pool NOW, out of every queue, final output kept."""
-        if req.cache is not None:
-            req.cache.release()
-            req.cache = None
-        if req in self.running:
-            self.running.remove(req)
-        elif req in self.waiting:
-            self.waiting.remove(req)
-        full = self._text(req.tokens) if text is None else text
-        delta = full[req.sent:]
-        req.sent = len(full)
-        self.finished_by_reason[str(reason)] += 1
-        self._finished[req.id] = RequestOutput(req.id, list(req.tokens), full, reason, stop_reason,
-                                               list(req.tokens), self._usage(req), error)
-        while len(self._finished) > KEEP_FINISHED:
-            self._finished.popitem(last=False)
-        attrs = {"course.kv_cache_released": True, "course.preemptions": req.preemptions}
-        if error is not None:
-            attrs["error.type"] = error.split(":")[0]
-        self._trace("end_request", req.id, str(reason), at=now, **attrs)
-        return RequestOutput(req.id, list(new), delta, reason, stop_reason, list(req.tokens), self._usage(req), error)
-
-    # ------------------------------------------------------------ helpers
-
-    def _text(self, tokens: list[int]) -> str:
-        return self._decode(tokens) if self._decode is not None and tokens else ""
-
-    @staticmethod
-    def _usage(req: _Request) -> dict:
+    def usage(self, req):
         return {"prompt_tokens": len(req.prompt), "completion_tokens": len(req.tokens)}
 
-    def _stage(self, req: _Request, stage: str, at: float) -> None:
+    def stage(self, req, stage, at):
+        """Open span `stage` ("queue", "prefill", "decode") for req, unless it is open already."""
         if req.stage != stage:
             req.stage = stage
-            self._trace("start_stage", req.id, stage, at=at)
+            self.trace("start_stage", req.id, stage, at=at)
 
-    def _trace(self, method: str, *args, **kwargs) -> None:
+    def trace(self, method, *args, **kwargs):
+        """tracer.method(*args, **kwargs), or nothing without a tracer."""
         if self.tracer is not None:
             getattr(self.tracer, method)(*args, **kwargs)
 
-    def __repr__(self) -> str:
-        s = self.stats()
-        return (f"Engine(running={s['running']}, waiting={s['waiting']}, "
-                f"kv_blocks={s['kv_blocks_used']}/{s['kv_blocks_total']}, preemptions={s['preemptions']})")
+
+def check_admission(engine, prompt_ids, params):
+    """Check a new request before it is queued; return its RequestParams.
+
+    prompt_ids: must be a non-empty list of int token ids in [0, engine.model.vocab_size),
+        else ValueError naming `prompt_ids` and showing the bad value.
+    params: anything RequestParams.coerce accepts (None, a dict, a RequestParams).
+    Raises RequestRefused when the request can never run: prompt + max_tokens - 1 tokens
+    (the last token is returned, never fed back) are more than the model's context
+    (engine.model.max_context, when it has one) or need more than num_blocks blocks, or
+    the prompt's blocks + watermark_blocks are more than num_blocks.
+    Raises QueueFull when len(engine.waiting) >= engine.config.max_waiting.
+    """
+    vocab = engine.model.vocab_size
+    if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids or not all(
+            type(t) is int and 0 <= t < vocab for t in prompt_ids):
+        raise ValueError(f"`prompt_ids` must be a non-empty list of token ids in [0, {vocab}), got {prompt_ids!r}.")
+    params = RequestParams.coerce(params)
+    cfg = engine.config
+    longest = len(prompt_ids) + params.max_tokens - 1
+    context = getattr(engine.model, "max_context", None)
+    if context is not None and longest > context:
+        raise RequestRefused(f"{longest} tokens exceed the model's context of {context}.")
+    if blocks_needed(longest, cfg.block_size) > cfg.num_blocks or \
+            blocks_needed(len(prompt_ids), cfg.block_size) + cfg.watermark_blocks > cfg.num_blocks:
+        raise RequestRefused(f"{longest} tokens need {blocks_needed(longest, cfg.block_size)} blocks of "
+                             f"{cfg.block_size}; the pool has {cfg.num_blocks} (watermark {cfg.watermark_blocks}).")
+    if len(engine.waiting) >= cfg.max_waiting:
+        raise QueueFull(f"{len(engine.waiting)} requests are waiting (max_waiting={cfg.max_waiting}).")
+    return params
+
+
+def schedule(engine):
+    """Decide who runs in this step's forward pass; return them (engine.running, a list).
+
+    1. Blocks for the running: while the running requests together need more new blocks
+       (sum of req.blocks_to_feed(block_size)) than the pool has free
+       (engine.pool.allocator.num_free), PREEMPT THE NEWEST running request (the last of
+       engine.running): release its cache, set req.cache = None, keep req.tokens, count
+       it in engine.preemptions and req.preemptions, put it at the FRONT of
+       engine.waiting, and open its "queue" stage (engine.stage(req, "queue", clock())).
+       Then reserve every running request's blocks: req.cache.reserve(len(req.ids) -
+       req.cache.length).
+    2. Admission, only in a step that preempted nobody: while engine.waiting is not empty
+       and len(engine.running) < max_batch, look at the OLDEST waiting request (the head).
+       If num_free - blocks_needed(len(head.ids), block_size) < watermark_blocks, stop:
+       never skip the head for a smaller request behind it. Otherwise move it to the end
+       of engine.running with a new PagedKVCache(engine.pool) that has reserved
+       len(head.ids) tokens, and open its "prefill" stage.
+    """
+    bs, alloc = engine.config.block_size, engine.pool.allocator
+    preempted = False
+    while engine.running and sum(r.blocks_to_feed(bs) for r in engine.running) > alloc.num_free:
+        victim = engine.running.pop()
+        victim.cache.release()
+        victim.cache = None
+        victim.preemptions += 1
+        engine.preemptions += 1
+        engine.waiting.appendleft(victim)
+        engine.stage(victim, "queue", engine.clock())
+        preempted = True
+    for req in engine.running:
+        req.cache.reserve(len(req.ids) - req.cache.length)
+    if not preempted:
+        while engine.waiting and len(engine.running) < engine.config.max_batch:
+            head = engine.waiting[0]
+            if alloc.num_free - blocks_needed(len(head.ids), bs) < engine.config.watermark_blocks:
+                break
+            engine.waiting.popleft()
+            head.cache = PagedKVCache(engine.pool)
+            head.cache.reserve(len(head.ids))
+            engine.running.append(head)
+            engine.stage(head, "prefill", engine.clock())
+    return list(engine.running)
+
+
+def run_batch(engine, batch):
+    """One forward pass for the whole batch; return one item per request, in order: its
+    next-token logits (V,), or the exception that request causes.
+
+    Call engine.model.forward_batch([r.ids for r in batch], [r.cache for r in batch]) ONCE.
+    If it raises and the batch holds one request, that exception is its item. If it
+    raises for a larger batch, find who caused it: for each request, release its cache
+    (the failed call may have written part of it), reserve len(req.ids) tokens again and
+    run it alone; its item is its logits, or the exception it raised alone. So one
+    broken request never ends the others.
+    """
+    try:
+        logits = engine.model.forward_batch([r.ids for r in batch], [r.cache for r in batch])
+        return [logits[i] for i in range(len(batch))]
+    except Exception as error:
+        if len(batch) == 1:
+            return [error]
+    items = []
+    for req in batch:
+        req.cache.release()
+        req.cache.reserve(len(req.ids))
+        try:
+            items.append(engine.model.forward_batch([req.ids], [req.cache])[0])
+        except Exception as e:
+            items.append(e)
+    return items
+
+
+def advance(engine, req, logits, now):
+    """Turn one request's item from run_batch into its token and its RequestOutput.
+
+    logits: its (V,) row, or an exception -> finish(..., ERROR, error="Type: message").
+    NaN anywhere in the row, or engine.sample raising -> ERROR as well (no token kept).
+    Otherwise token = engine.sample(req, logits); append it to req.tokens; record it on
+    the tracer (engine.trace("token", req.id, at=now)) and open the "decode" stage. Then
+    the endings of Lab 03, in this order, each through finish(..., new=[token], ...):
+      EOS (engine.eos_token_id, unless params.ignore_eos)   STOP, text without the EOS
+      token in params.stop_token_ids    STOP, stop_reason=token, text without it (with it
+                                        if include_stop_str_in_output)
+      a stop string in the WHOLE text   STOP, stop_reason=the string, text cut before it
+                                        (first_stop; after it with include_stop_str_in_output)
+      len(req.tokens) == max_tokens     LENGTH, the whole text
+    Still running: stream only the text that can no longer become part of a stop string
+    (holdback_length; nothing held with include_stop_str_in_output), and never a trailing
+    "\ufffd" (half a character); advance req.sent and return
+    RequestOutput(req.id, [token], delta, None, None, list(req.tokens), engine.usage(req)).
+    """
+    if isinstance(logits, Exception):
+        return finish(engine, req, FinishReason.ERROR, now, error=f"{type(logits).__name__}: {logits}")
+    try:
+        if torch.isnan(logits).any():
+            raise ValueError(f"the model returned NaN logits at step {len(req.tokens)}")
+        token = engine.sample(req, logits)
+    except Exception as e:
+        return finish(engine, req, FinishReason.ERROR, now, error=f"{type(e).__name__}: {e}")
+    req.tokens.append(token)
+    engine.trace("token", req.id, at=now)
+    engine.stage(req, "decode", now)
+    p = req.params
+    if token == engine.eos_token_id and not p.ignore_eos:
+        return finish(engine, req, FinishReason.STOP, now, new=[token], text=engine.text(req.tokens[:-1]))
+    if token in p.stop_token_ids:
+        keep = req.tokens if p.include_stop_str_in_output else req.tokens[:-1]
+        return finish(engine, req, FinishReason.STOP, now, new=[token], text=engine.text(keep), stop_reason=token)
+    raw = engine.text(req.tokens)
+    piece = engine.text([token])
+    match = first_stop(piece, list(p.stop))       # BUG: only the newest token's text
+    if match is not None:
+        i, j, s = match
+        i, j = len(raw) - len(piece) + i, len(raw) - len(piece) + j
+        return finish(engine, req, FinishReason.STOP, now, new=[token],
+                      text=raw[:j] if p.include_stop_str_in_output else raw[:i], stop_reason=s)
+    if len(req.tokens) == p.max_tokens:
+        return finish(engine, req, FinishReason.LENGTH, now, new=[token], text=raw)
+    held = 0 if p.include_stop_str_in_output else holdback_length(raw, list(p.stop))
+    safe = len(raw) - held
+    while safe > req.sent and raw[safe - 1] == "\ufffd":
+        safe -= 1
+    delta = raw[req.sent:safe] if safe > req.sent else ""
+    req.sent = max(req.sent, safe)
+    return RequestOutput(req.id, [token], delta, None, None, list(req.tokens), engine.usage(req))
+
+
+def finish(engine, req, reason, now, *, new=(), text=None, stop_reason=None, error=None):
+    """End a request NOW and return its last RequestOutput.
+
+    In this order: release its cache (blocks back to the pool in this very step) and set
+    req.cache = None; remove it from engine.running or engine.waiting; count it in
+    engine.finished_by_reason[str(reason)]; keep the whole result in
+    engine.finished[req.id] = RequestOutput(req.id, list(req.tokens), full_text, reason,
+    stop_reason, list(req.tokens), engine.usage(req), error); end its spans
+    (engine.trace("end_request", req.id, str(reason), at=now)).
+    full_text is `text`, or engine.text(req.tokens) when text is None. The returned output
+    carries the tokens `new`, the part of full_text not streamed yet (from req.sent on),
+    reason, stop_reason, every raw token, the usage and the error.
+    """
+    if req.cache is not None:
+        req.cache.release()
+        req.cache = None
+    if req in engine.running:
+        engine.running.remove(req)
+    elif req in engine.waiting:
+        engine.waiting.remove(req)
+    full = engine.text(req.tokens) if text is None else text
+    delta = full[req.sent:]
+    req.sent = len(full)
+    engine.finished_by_reason[str(reason)] += 1
+    engine.finished[req.id] = RequestOutput(req.id, list(req.tokens), full, reason, stop_reason,
+                                            list(req.tokens), engine.usage(req), error)
+    engine.trace("end_request", req.id, str(reason), at=now)
+    return RequestOutput(req.id, list(new), delta, reason, stop_reason, list(req.tokens), engine.usage(req), error)
+
+
+def abort_request(engine, request_id):
+    """The client went away: end request_id now with CANCELLED, running or waiting.
+
+    Its blocks must be back in the pool when this returns, and no later step may
+    output anything for it (finish() does both; drop the output it returns: nobody is
+    listening). Its raw output stays in engine.finished. An id that is unknown or
+    already finished is ignored (a late cancel is normal).
+    """
+    for req in list(engine.running) + list(engine.waiting):
+        if req.id == request_id:
+            finish(engine, req, FinishReason.CANCELLED, engine.clock())
+            return
 
 
 def replay_in_engine(engine_cls, record):
-    """Replay one saved Lab 03 record through an engine made by engine_cls.
+    """Replay one saved Lab 03 failure record through a fresh engine made by engine_cls.
 
-    The fixture's logits are replayed by ScriptedBatchedModel.from_fixture (with the
-    record's raise_at / nan_at); seconds_per_call becomes a SimulatedCost on a FakeClock
-    the engine also reads; seed None is greedy (temperature 0), an int samples at
-    temperature 1 with that seed; cancel_at aborts the request once it has that many
-    tokens (0: before the first step). Returns {"tokens", "text" (the streamed deltas
-    joined), "finish_reason" (wire name), "kv_blocks_used_after"} or None when the record
-    needs a content filter (the engine has none).
+    Model: ScriptedBatchedModel.from_fixture(record["fixture"], raise_at=, nan_at=) from
+    record["inject"], wrapped in SimulatedCost(model, clock, fixed=seconds_per_call,
+    per_token=0.0) on a new FakeClock that the engine also reads; engine_cls(model, None,
+    EngineConfig(num_blocks=64, block_size=4), clock=clock). Parameters: record["params"]
+    plus temperature 0 when record["seed"] is None, else temperature 1.0 and that seed.
+    cancel_at (in inject): abort the request as soon as it has that many tokens and has
+    not ended (cancel_at 0: right after add_request); its finish_reason is then
+    "cancelled". Returns {"tokens": every token output, "text": the text deltas joined,
+    "finish_reason": its wire name, "kv_blocks_used_after": engine.stats()["kv_blocks_used"]},
+    or None for a record with banned_words or banned_token_ids (the engine has no content filter).
     """
     inject = record.get("inject") or {}
     if inject.get("banned_words") or inject.get("banned_token_ids"):
