@@ -1,0 +1,26 @@
+"""TPOT divides the time from first to last token by n tokens instead of the n - 1 gaps."""
+from autograder.reference.lab06 import (bucket_counts, first_deviation, group_percentiles,  # noqa: F401
+                                        histogram_percentile, percentile, request_metrics,
+                                        spans_from_events, to_chrome_trace, trace_record)
+
+EXPECT_FAIL = {"request_metrics_from_spans": ["stop_request", "tpot_over_n_minus_1_gaps",
+                                              "every_request_of_the_mixed_set"]}
+
+
+def request_metrics(spans):
+    spans = list(spans)
+    roots = [s for s in spans if s.parent is None]
+    if len(roots) != 1:
+        raise ValueError(f"`spans` must be the spans of exactly one request, got {len(roots)} roots.")
+    root = roots[0]
+    stage = {}
+    for s in spans:
+        if s.parent is not None:
+            stage[s.name] = stage.get(s.name, 0) + (s.end_time - s.start_time) / 1e9
+    times = sorted(e.timestamp for e in root.events if e.name == "token")
+    n = len(times)
+    return {"queue": stage.get("queue"), "prefill": stage.get("prefill"),
+            "ttft": (times[0] - root.start_time) / 1e9 if n else None,
+            "tpot": (times[-1] - times[0]) / 1e9 / n if n > 1 else None,
+            "itl": [(b - a) / 1e9 for a, b in zip(times, times[1:])],
+            "e2e": (root.end_time - root.start_time) / 1e9, "output_tokens": n}
