@@ -350,3 +350,26 @@ def test_trace_records_validate_against_the_schema():
         validator.validate(record)
     bad = {**record, "ttft_s": 0.0, "output_tokens": 0, "finish_reason": "stop", "cancel_time_s": None}
     assert not validator.is_valid(bad)          # a request without tokens has no TTFT, not a zero one
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "lab06_example_trace.json"
+
+
+def example_trace() -> dict:
+    """The Chrome trace of the trace_mixed request set, as lab06's notebook exports it."""
+    rs = _load("trace_mixed")
+    spans = [s for group in _replay(rs).values() for s in group]
+    return T.to_chrome_trace(spans, T.counters_from_events(rs["events"]))
+
+
+def test_committed_example_trace_is_what_the_export_writes():
+    committed = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    assert committed == json.loads(json.dumps(example_trace()))
+    tracks = {e["tid"] for e in committed["traceEvents"] if e["ph"] == "X"}
+    named = {e["tid"] for e in committed["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert tracks == named and len(tracks) == 40
+
+
+if __name__ == "__main__":   # rewrite the committed example: python tests/test_tracing.py
+    EXAMPLE.write_text(json.dumps(example_trace(), separators=(",", ":")) + "\n", encoding="utf-8")
+    print(f"wrote {EXAMPLE}")
