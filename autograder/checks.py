@@ -21,6 +21,7 @@ Judge side (raise Fail; never trust anything but the plain observation):
     close(got, expected, ...)      values equal within tolerance; NaN == NaN, inf == inf
     explain(raised)                one sentence and a hint for an exception record
     rejects_case(...)              a whole Case for a list of bad arguments
+    reference_rejects(ref_fn, ...) the reference rejects what a case demands rejected
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import torch
 from .core import Case, Fail, as_tensor, close, describe, function, is_raised, raised, same_values
 
 __all__ = ["Input", "record", "call_probe", "result_of", "rejects", "unchanged", "close", "explain",
-           "rejects_case", "value_forms", "as_tensor", "describe", "Fail", "Case"]
+           "rejects_case", "reference_rejects", "value_forms", "as_tensor", "describe", "Fail", "Case"]
 
 
 # ---------------------------------------------------------------- inputs
@@ -189,10 +190,25 @@ def unchanged(rec: dict, call: str, *, allow_same_object: bool = False) -> None:
                         "result without changing the input.")
 
 
+def reference_rejects(reference: Callable, args: tuple, kwargs: dict, call: str) -> None:
+    """Grader integrity, checked in the judge: the reference must itself reject an input
+    that a case demands be rejected (so judge and reference can never disagree, and a
+    planted bug in the reference's validation fails the correct solution)."""
+    try:
+        reference(*args, **copy.deepcopy(kwargs))
+    except ValueError:
+        return
+    raise Fail(f"grader error: the reference accepts {call}, which this case says must be rejected",
+               hint="This is a fault in the grader, not in your code: tell the course staff.")
+
+
 def rejects_case(name: str, fn_name: str, bad: list[tuple[str, Input]], *, points: float = 1,
-                 hint: str | None = None, visible: bool = False, fixture: str | None = None) -> Case:
+                 hint: str | None = None, visible: bool = False, fixture: str | None = None,
+                 reference: Callable | None = None, show_value: bool = True) -> Case:
     """A Case: each (param, input) must raise ValueError naming `param` and showing
-    the value input.kwargs[param] (or, for a positional parameter, the label)."""
+    the value input.kwargs[param] (or, for a positional parameter, the label).
+    reference: the reference function, which must reject the same inputs (see
+    reference_rejects); show_value=False for a contract that asks only for the name."""
     inputs = [i for _, i in bad]
 
     def judge(obs):
@@ -200,7 +216,9 @@ def rejects_case(name: str, fn_name: str, bad: list[tuple[str, Input]], *, point
             raise Fail("the probe returned an unexpected observation", got=describe(obs))
         for (param, inp), rec in zip(bad, obs):
             value = inp.kwargs.get(param, inp.label)
-            rejects(rec, inp.call_text(fn_name), param, value, hint)
+            if reference is not None:
+                reference_rejects(reference, inp.args(), inp.kwargs, inp.call_text(fn_name))
+            rejects(rec, inp.call_text(fn_name), param, value, hint, show_value=show_value)
 
     return Case(name, points, call_probe(fn_name, inputs), judge, visible=visible, fixture=fixture, hint=hint)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import course
 
-from ..checks import Input, record, rejects, result_of, unchanged
+from ..checks import Input, record, reference_rejects, rejects, result_of, unchanged
 from ..core import Case, Fail, Test, function
 from ..reference import lab00 as ref
 
@@ -60,6 +60,7 @@ def judge_token(inp: Input, hint: str):
 
 def judge_nan(inp: Input):
     def judge(rec):
+        reference_rejects(ref.greedy_token, inp.args(), {}, inp.call_text("greedy_token"))
         rejects(rec, inp.call_text("greedy_token"), "logits", inp.args()[0],
                 "Check torch.isnan(logits).any() first and raise ValueError with a message naming `logits`.")
     return judge

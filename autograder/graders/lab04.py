@@ -56,7 +56,7 @@ import torch
 
 import course
 
-from ..checks import Input, call_probe, record, rejects, result_of, unchanged
+from ..checks import Input, call_probe, record, reference_rejects, rejects, result_of, unchanged
 from ..core import Case, Fail, Test, function
 from ..reference import lab04 as ref
 from ..toy_models import TOY_EOS, TOY_EOS_PROMPT, TOY_PROMPT, Recorder, ToyBidirectionalLM, ToyCausalLM, ids
@@ -222,6 +222,7 @@ _BAD_SHAPE = Input("ids of 4 and of 3 tokens", lambda: (ToyCausalLM(), ids([1, 2
 
 
 def _judge_bad_shape(recs):
+    reference_rejects(ref.changed_positions, _BAD_SHAPE.args(), {}, "changed_positions(model, (1, 4), (1, 3))")
     rejects(recs[0], "changed_positions(model, (1, 4) ids, (1, 3) ids)", "other_ids", ids([1, 2, 3]),
             "Compare the shapes first: raise ValueError naming `other_ids` and showing its shape.")
 
@@ -308,6 +309,7 @@ def _probe_bad_max_new(fn_name, max_new):
 def _judge_bad_max_new(fn_name, max_new):
     def judge(rec):
         call = f"{fn_name}(model, prompt, {max_new!r})"
+        reference_rejects(getattr(ref, fn_name), (ToyCausalLM(), ids(TOY_PROMPT), max_new, None), {}, call)
         rejects(rec, call, "max_new_tokens", max_new)
         _no_calls(rec, call, "max_new_tokens")
     return judge
@@ -493,7 +495,9 @@ def _metrics_rejects(name, param, *calls):
     """Each (arrival, times, shown) must raise ValueError naming `param` and showing `shown`."""
     def judge(recs):
         for (arrival, times, shown), rec in zip(calls, recs):
-            rejects(rec, f"latency_metrics({arrival!r}, {times!r})", param, shown)
+            call = f"latency_metrics({arrival!r}, {times!r})"
+            reference_rejects(ref.latency_metrics, (arrival, times), {}, call)
+            rejects(rec, call, param, shown)
     return Case(name, 1, _probe_metrics(*(_metrics_input(a, t) for a, t, _ in calls)), judge)
 
 
@@ -569,6 +573,9 @@ def _judge_serve(tokens, max_new, arrival, eos, keys, hint):
 
 def _judge_serve_future(rec):
     call = f"serve_request(..., arrival_time={CLOCK_START + 2.5!r}, clock) with clock() = {CLOCK_START!r}"
+    clock = course.FakeClock(CLOCK_START)
+    reference_rejects(ref.serve_request, (Recorder(ToyCausalLM(), clock), ids(TOY_PROMPT), 3),
+                      {"arrival_time": CLOCK_START + 2.5, "clock": clock}, call)
     rejects(rec, call, "arrival_time", CLOCK_START + 2.5,
             "Read clock() once at the start; an arrival_time later than that is impossible: raise ValueError "
             "naming `arrival_time` and showing it.")

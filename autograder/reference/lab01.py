@@ -17,14 +17,14 @@ def check_logits(logits, name="logits"):
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() == 0:
         got = f"shape {tuple(logits.shape)}, dtype {logits.dtype}" if isinstance(logits, torch.Tensor) \
             else type(logits).__name__
-        raise ValueError(f"`{name}` must be a floating-point tensor of shape (..., V), got {got}.")
+        raise ValueError(f"`{name}` must be a floating-point tensor of shape (..., V), got {got}.")  # pragma: no mutate
     if logits.shape[-1] == 0:
-        raise ValueError(f"`{name}` must have at least one token in its last dimension, got shape "
-                         f"{tuple(logits.shape)}.")
+        raise ValueError(f"`{name}` must have at least one token in its last dimension, got shape "  # pragma: no mutate
+                         f"{tuple(logits.shape)}.")  # pragma: no mutate
     if torch.isnan(logits).any():
-        raise ValueError(f"`{name}` must not contain NaN, got {int(torch.isnan(logits).sum())} NaN entries.")
+        raise ValueError(f"`{name}` must not contain NaN, got {int(torch.isnan(logits).sum())} NaN entries.")  # pragma: no mutate
     if (logits == -math.inf).all(dim=-1).any():
-        raise ValueError(f"`{name}` has a row that is entirely -inf: no token is left to choose.")
+        raise ValueError(f"`{name}` has a row that is entirely -inf: no token is left to choose.")  # pragma: no mutate
 
 
 def _shifted(logits):
@@ -59,7 +59,7 @@ def greedy_token_ids(logits):
 def check_temperature(temperature):
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
             or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"`temperature` must be a finite number >= 0, got {temperature!r}.")
+        raise ValueError(f"`temperature` must be a finite number >= 0, got {temperature!r}.")  # pragma: no mutate
 
 
 def apply_temperature(logits, temperature):
@@ -73,11 +73,11 @@ def apply_temperature(logits, temperature):
 
 def entropy(probs):
     if not isinstance(probs, torch.Tensor) or not probs.is_floating_point() or probs.dim() == 0:
-        raise ValueError("`probs` must be a floating-point tensor of shape (..., V).")
+        raise ValueError("`probs` must be a floating-point tensor of shape (..., V).")  # pragma: no mutate
     if torch.isnan(probs).any() or (probs < 0).any():
-        raise ValueError("`probs` must hold probabilities >= 0 (no NaN).")
+        raise ValueError("`probs` must hold probabilities >= 0 (no NaN).")  # pragma: no mutate
     if ((probs.sum(dim=-1) - 1).abs() > 1e-4).any():
-        raise ValueError("`probs` rows must sum to 1 within 1e-4.")
+        raise ValueError("`probs` rows must sum to 1 within 1e-4.")  # pragma: no mutate
     plogp = torch.where(probs > 0, probs * torch.log(torch.where(probs > 0, probs, 1.0)), 0.0)
     return -plogp.sum(dim=-1)
 
@@ -85,10 +85,10 @@ def entropy(probs):
 def run_experiment(model, *, temperature, seed, max_tokens):
     check_temperature(temperature)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"`max_tokens` must be an integer >= 1, got {max_tokens!r}.")
+        raise ValueError(f"`max_tokens` must be an integer >= 1, got {max_tokens!r}.")  # pragma: no mutate
     greedy = temperature == 0
     if not greedy and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"`seed` must be an integer when temperature > 0, got {seed!r}.")
+        raise ValueError(f"`seed` must be an integer when temperature > 0, got {seed!r}.")  # pragma: no mutate
     gen = None if greedy else torch.Generator().manual_seed(seed)
     ids = model.prompt()                                          # (1, T0)
     tokens, finish = [], course.FinishReason.LENGTH
@@ -112,11 +112,11 @@ def run_experiment(model, *, temperature, seed, max_tokens):
 
 def best_temperature_for_token(logits, token_id, temperatures):
     if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
-        raise ValueError("`logits` must be a 1-D tensor.")
+        raise ValueError("`logits` must be a 1-D tensor.")  # pragma: no mutate
     if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:
-        raise ValueError(f"`token_id` must be an integer in [0, {logits.shape[0] - 1}], got {token_id!r}.")
+        raise ValueError(f"`token_id` must be an integer in [0, {logits.shape[0] - 1}], got {token_id!r}.")  # pragma: no mutate
     if not isinstance(temperatures, (list, tuple)) or len(temperatures) == 0:
-        raise ValueError(f"`temperatures` must be a non-empty list, got {temperatures!r}.")
+        raise ValueError(f"`temperatures` must be a non-empty list, got {temperatures!r}.")  # pragma: no mutate
     best_t, best_p = None, -1.0
     for t in temperatures:
         p = float(softmax(apply_temperature(logits, t))[token_id])
