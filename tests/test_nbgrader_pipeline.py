@@ -5,6 +5,10 @@ solution) -> autograde -> generate_feedback -> export. The release must run to
 the end and score 0 on every graded cell; the solution must score full marks;
 feedback HTML must exist; the exported CSV must match the gradebook.
 
+This is also the one run of each solution notebook top to bottom (autograde
+executes every cell of the solved submission, demos and plots included, on the
+CPU with MPLBACKEND=Agg): no cell of it may end in an error.
+
 Each lab gets its own scratch course root so labs run in parallel (one per core).
 """
 import csv
@@ -39,9 +43,10 @@ def run_lab(lab, root):
 
 
 @pytest.mark.slow
-def test_full_nbgrader_pipeline(tmp_path):
+def test_full_nbgrader_pipeline(tmp_path, monkeypatch):
     from nbgrader.api import Gradebook
 
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # nbgrader's kernels inherit it: plots draw without a display
     labs = lab_names()
     with ThreadPoolExecutor(max_workers=max(1, min(len(labs), os.cpu_count() or 1))) as pool:
         seconds = dict(zip(labs, pool.map(lambda lab: run_lab(lab, tmp_path / lab), labs)))
@@ -77,3 +82,15 @@ def test_full_nbgrader_pipeline(tmp_path):
             nb = nbformat.read(str(nb_path), as_version=4)
             code = [c for c in nb.cells if c.cell_type == "code"]
             assert code[-1].execution_count is not None, f"{lab}: autograde stopped before the last cell"
+        # the solution notebook ran top to bottom without an error in any cell
+        solved = sorted((root / "course" / "nbgrader" / "autograded" / "solved" / lab).glob("*.ipynb"))
+        assert solved, f"{lab}: no autograded solution notebook"
+        for nb_path in solved:
+            nb = nbformat.read(str(nb_path), as_version=4)
+            for cell in nb.cells:
+                if cell.cell_type != "code" or not cell.source.strip():
+                    continue
+                name = cell.metadata.get("nbgrader", {}).get("grade_id", cell.get("id", "?"))
+                assert cell.execution_count is not None, f"{lab}/{nb_path.name}: cell {name} never ran"
+                errors = [o for o in cell.outputs if o.output_type == "error"]
+                assert not errors, f"{lab}/{nb_path.name} cell {name}: {errors[0]['ename']}: {errors[0]['evalue']}"
