@@ -118,18 +118,21 @@ def main(args=None) -> int:
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--instructor", action="store_true",
                     help="open the course root with nbgrader's formgrader and create-assignment tools")
+    ap.add_argument("--work", default=str(WORK), help=f"the learner's work folder (default {WORK})")
     ns = ap.parse_args(args)
     mode = "instructor" if ns.instructor else "learner"
+    work = Path(ns.work).resolve()
     if mode == "learner":
-        copied = sync_work()
+        copied = sync_work(LABS, work)
         labs_copied = sorted({c.split(os.sep)[0] for c in copied})
         if labs_copied:
-            print(f"copied into {WORK}: {', '.join(labs_copied)} (your own copies; `make release` never touches them)")
-        print(f"JupyterLab opens on {WORK}: your work lives there, apart from the release in labs/.")
+            print(f"copied into {work}: {', '.join(labs_copied)} (your own copies; `make release` never touches them)")
+        print(f"JupyterLab opens on {work}: your work lives there, apart from the release in labs/.", flush=True)
     else:
         print(f"Instructor mode: JupyterLab on {ROOT} with nbgrader's formgrader. "
               "Formgrader's 'generate' rewrites labs/; learners work in work/, which it never touches.")
-    cmd, env = command(ns.port, ns.ip, ns.token, not ns.no_browser, mode=mode)
+    cmd, env = command(ns.port, ns.ip, ns.token, not ns.no_browser, mode=mode,
+                       root=work if mode == "learner" else None)
     os.chdir(ROOT)
     os.execve(cmd[0], cmd, {**os.environ, **env})
     return 0  # not reached
