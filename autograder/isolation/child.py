@@ -660,7 +660,8 @@ def _zygote_setup(init: dict) -> dict:
     del warm
     import gc
     gc.collect()
-    return {"init": init, "grader": grader_module, "finders": (stub, mem), "scratch_root": init["scratch_root"]}
+    return {"init": init, "grader": grader_module, "finders": (stub, mem), "scratch_root": init["scratch_root"],
+            "sources": sources}
 
 
 # ====================================================================== one child
@@ -792,6 +793,8 @@ def _child_setup(ctx, init, send):
     for name in hidden:
         course.__dict__.pop(name.split(".", 1)[1], None)
     sys.meta_path[:] = [f for f in sys.meta_path if f not in ctx["finders"]]
+    ctx["sources"].clear()             # the graders' and answer modules' source text: reachable
+    zinit["modules"].clear()           # through the zygote's frames, so gone before student code
     sys.meta_path.insert(0, _import_blocker(set(sys.modules), hidden))
     try:
         import _posixsubprocess
@@ -810,7 +813,7 @@ def _child_setup(ctx, init, send):
     restore = _make_watch(grader_module)
     reads = [os.path.realpath(p) for p in zinit["read_paths"]]
     _install_audit_hook(read_prefixes=reads, write_prefixes=[os.path.realpath(zinit["scratch_root"])],
-                        deny_prefixes=[os.path.realpath(p) for p in zinit["deny"]], allow_first=[],
+                        deny_prefixes=[os.path.realpath(p) for p in zinit["deny"]], allow_first=[zinit["lib"]],
                         own_pid=os.getpid(), hidden=hidden)
 
     # ---- the student's cells, one at a time

@@ -2,16 +2,26 @@
 
 The corpus (autograder/tests/adversarial/*.py) is turned into lab00 notebooks (the
 release with its solution cell replaced) and graded in ONE standalone batch with short
-limits. Each file's EXPECT says the most points it may get, what its output must show
-(proof the attack really ran) and must never show (proof each attempt failed). The
-files the parent judges with are hashed before and after. The in-kernel (nbgrader)
-harness is checked too where that is safe in-process: the int subclass whose == always
-answers True gets no credit there either.
+limits, together with one honest submission that must keep its full marks. Each file's
+EXPECT says the most points it may get, what its output must show (proof the attack
+really ran) and must never show (proof each attempt failed). The files the parent judges
+with, the interpreter's site-packages and the course library are hashed before and after.
+The in-kernel (nbgrader) harness is checked too where that is safe in-process: the int
+subclass whose == always answers True gets no credit there either.
+
+Run as root, the suite also runs itself once more as an ordinary user made for the
+purpose (`test_the_suite_passes_as_an_ordinary_user`), so both ways of running the grader
+are covered by one command.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import site
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +35,10 @@ SECRET = "AUTOGRADER_TEST_SECRET"
 
 def _tree_hashes():
     out = {}
-    for folder in ("autograder/graders", "autograder/reference", "datasets/fixtures"):
-        for p in sorted((ROOT / folder).glob("*")):
+    folders = [ROOT / f for f in ("autograder/graders", "autograder/reference", "datasets/fixtures", "course")]
+    folders += [Path(p) for p in site.getsitepackages()]
+    for folder in folders:
+        for p in sorted(folder.glob("*")):
             if p.is_file():
                 out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     out[str(ROOT / "autograder" / "core.py")] = hashlib.sha256((ROOT / "autograder" / "core.py").read_bytes()).hexdigest()
@@ -62,10 +74,11 @@ def monkeypatch_module():
 
 
 NAMES = sorted(adversarial.sources())
+WEAK = Sandbox.detect().weak
 
 
 def test_the_corpus_is_not_empty_and_every_file_says_what_it_expects():
-    assert len(NAMES) >= 15
+    assert len(NAMES) >= 20
     for name, path in adversarial.sources().items():
         exp = adversarial.expectations(path)
         assert "max_score" in exp, name
@@ -83,25 +96,28 @@ def test_the_batch_survives_every_attack(graded):
 @pytest.mark.parametrize("name", NAMES)
 def test_attack_cannot_raise_the_score(graded, name):
     exp = adversarial.expectations(adversarial.sources()[name])
-    if exp.get("needs_os"):
-        sb = Sandbox.detect()
-        if sb.uid_base is None and not sb.mount_ns:
-            pytest.skip("needs the OS-level sandbox (root): without it this is a documented residual risk")
+    if exp.get("needs_os") and WEAK:
+        pytest.skip("needs the OS sandbox: without it the grader refuses to grade for credit")
+    if exp.get("needs_cc") and not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("needs a C compiler to build the native attack")
     rec = graded["records"][name]
     assert rec["status"] == "graded", rec["problems"]
     assert rec["score"] <= exp["max_score"], f"{name} earned {rec['score']}: {rec['problems']}"
+    assert rec["score"] >= exp.get("min_score", 0), f"{name} lost points: {rec['problems']}"
     assert rec["max_score"] == 5
+    assert not WEAK or rec["sandbox"]["weak"]
     out = rec["output_tail"]
     for s in exp.get("output_has", []):
         assert s in out, f"{name}: the attack did not run as planned (no {s!r} in its output)"
     for s in exp.get("output_not", []):
         assert s not in out, f"{name}: {s!r} appeared: an attempt succeeded\n{out[-3000:]}"
-    if "problem" in exp:
+    if "problem" in exp:   # a list: any of them (a crash and a timeout are both a 0, whatever the load)
+        words = exp["problem"] if isinstance(exp["problem"], list) else [exp["problem"]]
         text = " ".join(rec["problems"]) + " " + " ".join(c["message"] for t in rec["tests"] for c in t["cases"])
-        assert exp["problem"].lower() in text.lower(), f"{name}: no message mentions {exp['problem']!r}: {text[:800]}"
+        assert any(w.lower() in text.lower() for w in words), f"{name}: no message mentions {words}: {text[:800]}"
     for t in rec["tests"]:
         for c in t["cases"]:
-            assert c["message"], f"{name}: failed case {c['name']} has no message"
+            assert c["passed"] or c["message"], f"{name}: failed case {c['name']} has no message"
 
 
 def test_no_attack_changed_what_the_parent_judges_with(graded):
@@ -152,6 +168,106 @@ def test_eq_cheat_gets_no_credit_in_the_kernel_harness_either():
         assert all("subclass" in c.message for c in r.cases if c.name != "nan_rejected")
 
 
+def test_forged_messages_never_become_a_grader_error(graded):
+    """frame_walk found the channel and wrote `fatal` and `answer` lines with the right
+    nonce: the parent judged only its own data, so the run is graded, not a grader error."""
+    rec = graded["records"]["frame_walk"]
+    assert rec["status"] == "graded" and not any("grader error" in p for p in rec["problems"])
+
+
+def test_a_daemon_left_by_one_submission_cannot_touch_the_next(tmp_path):
+    """Same worker, one after the other: the daemon (setsid, SIGKILLs everything it can for a
+    minute) is killed with its child, and the honest submission graded next keeps 5/5."""
+    if WEAK:
+        pytest.skip("needs the OS sandbox")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("needs a C compiler to build the native attack")
+    from autograder.isolation import Runtime, grade_isolated, prepare
+    built = adversarial.build(tmp_path / "subs")
+    with Runtime("lab00") as rt:
+        bad = grade_isolated(prepare(built["setsid_daemon"], "lab00"), rt, limits=LIMITS, slot=0)
+        good = grade_isolated(prepare(built["honest"], "lab00"), rt, limits=LIMITS, slot=0)
+    assert "DAEMON_STARTED" in bad.output and bad.score == 0
+    assert good.score == 5 and good.restarts == 0, good.problems
+
+
+def test_lab_answers_cannot_be_imported_while_that_lab_is_graded(tmp_path):
+    """A lab03 notebook whose solution cells import the graded functions from the course
+    modules that hold lab03's answers scores no more than the unsolved release."""
+    from autograder.isolation import Runtime, grade_isolated, prepare
+    from autograder.tests.submissions import release, solution_cells, with_solution_code, write
+    names = [n for n in __import__("autograder.graders.lab03", fromlist=["API"]).API]
+    code = ("import importlib\n"
+            "for _m in ('course.generation', 'course.acceptance'):\n"
+            "    try:\n"
+            "        _mod = importlib.import_module(_m)\n"
+            "        print('LEAK', _m)\n"
+            f"        globals().update({{n: getattr(_mod, n) for n in {names!r} if hasattr(_mod, n)}})\n"
+            "    except Exception as e:\n"
+            "        print('BLOCKED', _m, type(e).__name__)\n")
+    every_cell = {c.metadata["nbgrader"]["grade_id"]: code for c in solution_cells(release("lab03"))}
+    nb = write(with_solution_code("lab03", every_cell), tmp_path / "lab03.ipynb")
+    limits = Limits(timeout=300, test_timeout=60, case_timeout=20)
+    with Runtime("lab03") as rt:
+        g = grade_isolated(prepare(nb, "lab03"), rt, limits=limits)
+        stub = grade_isolated(prepare(ROOT / "labs" / "lab03" / "lab03.ipynb", "lab03"), rt, limits=limits)
+    assert "BLOCKED course.generation" in g.output and "LEAK" not in g.output, g.output[-2000:]
+    assert g.score <= stub.score, g.problems
+
+
+def test_the_grader_refuses_weak_isolation_unless_allowed(tmp_path, monkeypatch):
+    from autograder.batch import Entry, grade_batch
+    from autograder.isolation import WeakIsolation
+    monkeypatch.setenv("AUTOGRADER_BWRAP", str(tmp_path / "missing-bwrap"))
+    nb = adversarial.build(tmp_path / "subs")["honest"]
+    with pytest.raises(WeakIsolation, match="--allow-weak-isolation"):
+        grade_batch([Entry("h", nb)], "lab00", tmp_path / "out", workers=1, progress=False)
+    assert not (tmp_path / "out" / "students").exists()
+    s = grade_batch([Entry("h", nb)], "lab00", tmp_path / "out", workers=1, progress=False, allow_weak=True)
+    rec = json.loads((tmp_path / "out" / "students" / "h.json").read_text())
+    assert s.graded == ["h"] and rec["score"] == 5 and rec["sandbox"]["weak"] is True
+
+
+UNPRIVILEGED = "l2ftgrader"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="already running as an ordinary user")
+def test_the_suite_passes_as_an_ordinary_user(tmp_path):
+    """The same adversarial suite, run by a user made with useradd: bubblewrap then makes
+    its namespaces without any privilege. The interpreter may live in a folder only root can
+    enter (/root/.pyenv): a private mount namespace shows the user just that interpreter."""
+    if shutil.which("useradd") is None or shutil.which("unshare") is None:
+        pytest.skip("needs useradd and unshare")
+    if subprocess.run(["id", UNPRIVILEGED], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", UNPRIVILEGED], check=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.chown(home, UNPRIVILEGED, UNPRIVILEGED)
+    os.chmod(tmp_path, 0o755)
+    script = []
+    for p in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}):
+        parts = Path(p).parts
+        for i in range(1, len(parts)):     # the highest folder others cannot enter: cover it, show p
+            anc = str(Path(*parts[:i]))
+            if not os.stat(anc).st_mode & 0o001:
+                script += [f"mkdir -p /tmp/.l2ft-keep{i}", f"mount --bind {p} /tmp/.l2ft-keep{i}",
+                           f"mount -t tmpfs -o mode=755 l2ft {anc}", f"mkdir -p {p}",
+                           f"mount --move /tmp/.l2ft-keep{i} {p}"]
+                break
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "AUTOGRADER_RECORD_KEY_FILE": str(home / "record.key"),
+           "AUTOGRADER_AS_USER": "1"}
+    pytest_cmd = (f"cd {ROOT} && exec setpriv --reuid={UNPRIVILEGED} --regid={UNPRIVILEGED} --clear-groups "
+                  f"{sys.executable} -m pytest -q -p no:cacheprovider --basetemp={home}/pt "
+                  f"{Path(__file__).resolve()} -m 'not slow' -x")
+    script.append(pytest_cmd)
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-ec", "\n".join(script)],
+                       capture_output=True, text=True, env=env, timeout=1500)
+    assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-2000:])
+    assert " passed" in r.stdout and "skipped" not in r.stdout.split("passed")[-1] or "passed" in r.stdout
+
+
 @pytest.mark.slow
 def test_python_level_protection_alone_stops_the_python_attacks(tmp_path, monkeypatch):
     """Without root (a learner's laptop) only the Python-level policy applies: the audit
@@ -164,11 +280,11 @@ def test_python_level_protection_alone_stops_the_python_attacks(tmp_path, monkey
     before = _tree_hashes()
     out = tmp_path / "out"
     grade_batch([Entry(n, built[n]) for n in names], "lab00", out, workers=2, limits=LIMITS, progress=False,
-                sandbox="python")
+                sandbox="python", allow_weak=True)
     assert _tree_hashes() == before
     for n in names:
         rec = json.loads((out / "students" / f"{n}.json").read_text())
-        assert rec["sandbox"]["drops_root"] is False and rec["sandbox"]["mount_namespace"] is False
+        assert rec["sandbox"]["weak"] is True and rec["sandbox"]["os_sandbox"] is None
         exp = adversarial.expectations(adversarial.sources()[n])
         assert rec["score"] <= exp["max_score"], (n, rec["problems"])
         for s in exp.get("output_not", []):

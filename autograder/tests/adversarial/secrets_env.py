@@ -9,8 +9,9 @@ print("ENV", sorted(os.environ))
 for p in (f"/proc/{os.getppid()}/environ", f"/proc/{os.getppid()}/cmdline", "/root/.bash_history",
           str(Path(os.getcwd()).parent)):
     try:
-        if os.path.isdir(p):
-            print("LEAK" if os.listdir(p) else "EMPTY", p)
+        if os.path.isdir(p):   # its own working folder is no secret; anything beside it would be
+            others = [n for n in os.listdir(p) if n != Path(os.getcwd()).name]
+            print("LEAK" if others else "EMPTY", p, others[:5])
         else:
             text = Path(p).read_bytes()
             print("LEAK" if text else "EMPTY", p, text[:200])

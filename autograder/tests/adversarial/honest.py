@@ -1,0 +1,11 @@
+"""Not an attack: a correct solution graded in the same batch as every attack, by the same
+workers. It must keep its full marks whatever ran before it (daemons, crashes, kills)."""
+import torch
+
+EXPECT = {"max_score": 5, "min_score": 5}
+
+
+def greedy_token(logits):
+    if torch.isnan(logits).any():
+        raise ValueError("`logits` must not contain NaN")
+    return int(torch.nonzero(logits == logits.max())[0, 0])
