@@ -265,6 +265,11 @@ def self_check(lab: str, ns: dict, *, out=None) -> SelfCheckSummary:
     n = len(tests)
     print(f"Self-check of {lab}: the visible checks of {n} test{'s' if n != 1 else ''} "
           "(hidden checks run when the lab is graded).", file=out, flush=True)
+    missing = [name for name in _api(lab) if name not in ns]
+    if missing:
+        print(f"Not defined in this kernel yet: {', '.join(missing)}. Run their cells first (Run All stops at "
+              "the first cell that raises; run the exercise cells, then this one). Their checks fail below.",
+              file=out, flush=True)
     checks, reports = [], []
     start = time.perf_counter()
     for i, (name, test) in enumerate(tests.items(), 1):
@@ -285,6 +290,12 @@ def self_check(lab: str, ns: dict, *, out=None) -> SelfCheckSummary:
         print("\nWhat to fix:\n" + "\n\n".join(reports), file=out, flush=True)
     print(f"\n{total!r} ({time.perf_counter() - start:.1f} s)", file=out, flush=True)
     return total
+
+
+def _api(lab: str) -> list[str]:
+    """The functions the lab's graders call (the grader module's API dict)."""
+    import importlib
+    return list(getattr(importlib.import_module(f"autograder.graders.{lab}"), "API", {}) or {})
 
 
 def grade(lab: str, name: str, ns: dict) -> float:

@@ -128,6 +128,8 @@ def test_self_check_reports_a_stub_as_failing_and_a_solution_as_passing(capsys):
     assert "[1/1] PASS" in out and "What to fix" not in out
     with pytest.raises(ValueError, match="`lab` must be one of"):
         kernel.self_check("lab99", {})
+    kernel.self_check("lab00", {})        # cells not run yet: says so instead of blaming the name
+    assert "Not defined in this kernel yet: greedy_token. Run their cells first" in capsys.readouterr().out
 
 
 def _noisy_test(monkeypatch):
@@ -279,3 +281,36 @@ def test_validate_fails_a_stub_and_passes_a_solved_lab(tmp_path):
     nbformat.write(solved, str(tmp_path / "labs" / "lab00" / "solved.ipynb"))
     out = _validate(tmp_path / "labs" / "lab00" / "solved.ipynb", tmp_path)
     assert "Success! Your notebook passes all the tests." in out, out[-2000:]
+
+
+# ---------------------------------------------------------------- `python -m autograder check` from where the learner is
+
+def test_check_names_every_path_it_looked_for(tmp_path, capsys):
+    from autograder.cli import main
+    from autograder.selfcheck import WORK
+    missing = tmp_path / "nowhere" / "lab01.ipynb"
+    assert main(["check", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"no notebook at {missing}" in err and str(WORK) in err
+
+
+def test_a_bare_lab_name_and_a_folder_mean_the_notebook_in_it(tmp_path):
+    from autograder.selfcheck import WORK, candidates, resolve_notebook
+    assert WORK / "lab03" / "lab03.ipynb" in candidates("lab03", cwd=tmp_path)
+    (tmp_path / "lab03").mkdir()
+    (tmp_path / "lab03" / "lab03.ipynb").write_text("{}")
+    assert resolve_notebook("lab03", cwd=tmp_path) == (tmp_path / "lab03" / "lab03.ipynb").resolve()
+    assert resolve_notebook("lab03/", cwd=tmp_path) == (tmp_path / "lab03" / "lab03.ipynb").resolve()
+
+
+@pytest.mark.slow
+def test_check_runs_from_the_work_folder_with_progress(tmp_path):
+    """The command the notebook prints for JupyterLab's terminal, which opens in work/."""
+    import shutil
+    shutil.copytree(ROOT / "labs" / "lab00", tmp_path / "lab00")
+    proc = subprocess.run([sys.executable, "-m", "autograder", "check", "lab00/lab00.ipynb"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr          # the stub fails its visible checks
+    assert f"Checking {(tmp_path / 'lab00' / 'lab00.ipynb').resolve()} (lab00)" in proc.stderr
+    assert "done in" in proc.stderr
+    assert "lab00: 0/" in proc.stdout and "not a file" not in proc.stdout
