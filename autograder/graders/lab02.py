@@ -149,6 +149,12 @@ def check_filtered(obs, x, expected, *, call, hint, compare="values"):
         g2, e2 = got_keep.reshape(-1, got.shape[-1]), exp_keep.reshape(-1, got.shape[-1])
         row = int(torch.nonzero((g2 != e2).any(-1))[0])
         where = f" in row {row}" if got.dim() == 2 else ""
+        if int(g2[row].sum()) == int(e2[row].sum()) and call.startswith("top_p_filter"):
+            # the right NUMBER of tokens, but not the right ones: the cutoff is right, the mapping
+            # from sorted order back to token ids is not (e.g. gather where scatter was needed)
+            hint = (f"You kept the right number of tokens ({int(e2[row].sum())}) but not the right ones: a mask "
+                    "computed in sorted order must be put back in vocabulary order (mask.scatter(-1, "
+                    "sorted_idx, sorted_mask), or index with the inverse permutation), not gathered.")
         raise Fail(f"{call} kept the wrong tokens{where}", expected=f"kept ids {_ids(e2[row])}",
                    got=f"kept ids {_ids(g2[row])}", hint=hint)
     if (got[~got_keep] != -math.inf).any():
