@@ -340,8 +340,12 @@ class PagedKVCache:
         H, D = self.pool.n_kv_heads, self.pool.head_dim
         if not self._table:
             return buf.new_zeros(1, H, 0, D)
-        parts = [buf[first:first + count].transpose(0, 1) for first, count in self._runs]
-        return torch.cat(parts, dim=1).view(1, H, -1, D)[:, :, :T]        # (1, H, T, D)
+        if len(self._runs) == 1:                                           # the usual case: one copy
+            first, count = self._runs[0]
+            blocks = buf[first:first + count].transpose(0, 1).contiguous()   # (H, nb, bs, D)
+        else:
+            blocks = torch.cat([buf[first:first + count].transpose(0, 1) for first, count in self._runs], dim=1)
+        return blocks.view(1, H, -1, D)[:, :, :T]                          # (1, H, T, D)
 
     def _check_layer(self, layer) -> None:
         if not is_int(layer) or not 0 <= layer < self.pool.n_layer:
