@@ -51,7 +51,7 @@ import torch
 
 import course
 
-from ..checks import close, rejects, result_of
+from ..checks import close, reference_rejects, rejects, result_of
 from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, is_tensor, raised, same_values
 from ..reference import lab01 as ref
 
@@ -233,27 +233,31 @@ def _probe_check_bad(*makers):
     return probe
 
 
-def _judge_check_bad(obs):
-    for o in obs:
-        _value_error(o["out"], "logits", f"check_logits on {o['label']}")
+def _judge_check_bad(*makers):
+    def judge(obs):
+        for (label, make), o in zip(makers, obs):
+            reference_rejects(ref.check_logits, (make(),), {}, f"check_logits on {label}")
+            _value_error(o["out"], "logits", f"check_logits on {label}")
+    return judge
+
+
+NAN_LOGITS = (("one NaN", lambda: _fx("nan_logits")), ("a NaN in a batch", lambda: INPUTS["nan_in_batch"]()))
+ALL_MASKED = (("a row of only -inf", lambda: INPUTS["all_masked_row"]()),
+              ("a 1-D all -inf vector", lambda: torch.full((4,), -INF)))
+WRONG_TYPES = (("a Python list", lambda: [1.0, 2.0]), ("an int64 tensor", lambda: torch.tensor([1, 2, 3])),
+               ("a 0-d tensor", lambda: torch.tensor(1.0)), ("an empty last dimension", lambda: torch.empty(2, 0)))
 
 
 CHECK_TESTS = Test(LAB, "logits_are_validated", "check_logits accepts (..., V) float logits with +-inf; rejects the rest", (
     Case("valid_logits_pass", 1, _probe_check_valid, _judge_check_valid, visible=True,
          hint="-inf (a removed token) and +inf are allowed; only NaN, all -inf rows and wrong types are errors."),
-    Case("nan_rejected", 1, _probe_check_bad(("one NaN", lambda: _fx("nan_logits")),
-                                             ("a NaN in a batch", lambda: INPUTS["nan_in_batch"]())),
-         _judge_check_bad, visible=True, fixture="nan_logits",
+    Case("nan_rejected", 1, _probe_check_bad(*NAN_LOGITS), _judge_check_bad(*NAN_LOGITS), visible=True,
+         fixture="nan_logits",
          hint="torch.isnan(logits).any() finds a NaN anywhere; raise ValueError naming `logits`."),
-    Case("all_masked_row_rejected", 1, _probe_check_bad(("a row of only -inf", INPUTS["all_masked_row"]),
-                                                        ("a 1-D all -inf vector", lambda: torch.full((4,), -INF))),
-         _judge_check_bad, fixture="masked_logits",
+    Case("all_masked_row_rejected", 1, _probe_check_bad(*ALL_MASKED), _judge_check_bad(*ALL_MASKED),
+         fixture="masked_logits",
          hint="torch.isneginf(logits).all(dim=-1).any(): a row with every token removed leaves nothing to choose."),
-    Case("wrong_type_rejected", 1, _probe_check_bad(("a Python list", lambda: [1.0, 2.0]),
-                                                    ("an int64 tensor", lambda: torch.tensor([1, 2, 3])),
-                                                    ("a 0-d tensor", lambda: torch.tensor(1.0)),
-                                                    ("an empty last dimension", lambda: torch.empty(2, 0))),
-         _judge_check_bad,
+    Case("wrong_type_rejected", 1, _probe_check_bad(*WRONG_TYPES), _judge_check_bad(*WRONG_TYPES),
          hint="Require a floating-point torch.Tensor with at least one dimension and V >= 1 tokens."),
 ))
 
@@ -306,8 +310,10 @@ def _rows_exactly_uniform(got):
                    hint="Compute every entry the same way: exp(x - max) / sum; no special cases per position.")
 
 
-def _judge_error(fn_name, param, what):
+def _judge_error(fn_name, param, what, input_name=None):
     def judge(obs):
+        if input_name is not None:  # the reference must reject the same input
+            reference_rejects(getattr(ref, fn_name), (_input(input_name),), {}, f"{fn_name} on {what}")
         for o in obs:
             _value_error(o["out"], param, f"{fn_name} on {what}")
     return judge
@@ -329,9 +335,9 @@ def _stable_cases(fn_name, ref_fn, hints, atol, rtol):
         values("pos_inf_takes_the_mass", "pos_inf_rows", fixture="pos_inf_logit"),
         values("batch_shape_2_3_v", "batch_2_3_v", fixture=None),
         Case("nan_rejected", 1, _call_expecting_error(fn_name, "nan_logits", ()),
-             _judge_error(fn_name, "logits", "logits with a NaN"), fixture="nan_logits"),
+             _judge_error(fn_name, "logits", "logits with a NaN", "nan_logits"), fixture="nan_logits"),
         Case("all_masked_row_rejected", 1, _call_expecting_error(fn_name, "all_masked_row", ()),
-             _judge_error(fn_name, "logits", "a row that is all -inf"),
+             _judge_error(fn_name, "logits", "a row that is all -inf", "all_masked_row"),
              hint="A row of only -inf leaves no token: raise ValueError naming `logits` instead of returning NaN."),
     )
 
@@ -441,7 +447,9 @@ BAD_TEMPERATURES = {
 def _judge_bad_temperature(arg_lists):
     def judge(obs):
         for (value,), o in zip(arg_lists, obs):
-            rejects({"result": o["out"]}, f"apply_temperature(logits, {value!r})", "temperature", value)
+            call = f"apply_temperature(logits, {value!r})"
+            reference_rejects(ref.apply_temperature, (_input("peaked"), value), {}, call)
+            rejects({"result": o["out"]}, call, "temperature", value)
     return judge
 
 
@@ -781,7 +789,7 @@ TESTS = [
         _greedy_case("pos_inf_rows", "pos_inf_rows", "+inf is the largest value; with two, the lower id wins.",
                      fixture="pos_inf_logit"),
         Case("nan_rejected", 1, _call_expecting_error("greedy_token_ids", "nan_in_batch", ()),
-             _judge_error("greedy_token_ids", "logits", "logits with a NaN"), fixture="nan_logits",
+             _judge_error("greedy_token_ids", "logits", "logits with a NaN", "nan_in_batch"), fixture="nan_logits",
              hint="torch.argmax treats NaN as the maximum: check torch.isnan(logits).any() first."),
     )),
     Test(LAB, "temperature_scales_logits", "apply_temperature with T > 0 divides the logits and returns a new tensor", (
