@@ -133,7 +133,7 @@ def main(args=None) -> int:
               "Formgrader's 'generate' rewrites labs/; learners work in work/, which it never touches.")
     cmd, env = command(ns.port, ns.ip, ns.token, not ns.no_browser, mode=mode,
                        root=work if mode == "learner" else None)
-    os.chdir(ROOT)
+    os.chdir(work if mode == "learner" else ROOT)   # a new terminal opens here
     os.execve(cmd[0], cmd, {**os.environ, **env})
     return 0  # not reached
 

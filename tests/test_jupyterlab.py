@@ -1,6 +1,7 @@
 """The server `make lab` starts really starts, serves the work folder in learner mode
 (no nbgrader instructor interface), and stops; `make instructor` has the formgrader."""
 import json
+import os
 import re
 import secrets
 import socket
@@ -30,7 +31,7 @@ def start(tmp_path, mode, root=None):
     port, token = free_port(), secrets.token_hex(16)
     cmd, extra = lab_server.command(port=port, ip="127.0.0.1", token=token, browser=False, mode=mode, root=root)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"), **extra}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=root or ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     for _ in range(120):
         try:
@@ -107,3 +108,47 @@ def test_instructor_mode_has_the_formgrader_on_the_course_root(tmp_path):
 def test_lab_server_argv_validates_port():
     with pytest.raises(ValueError, match="`port` must be an integer in \\[0, 65535\\], got 70000"):
         lab_server.argv(port=70000)
+
+
+@pytest.mark.slow
+def test_the_terminal_opens_in_the_work_folder_with_the_courses_python(tmp_path):
+    """The self-check command the notebooks print for JupyterLab's terminal
+    (`python -m autograder check labNN/labNN.ipynb`) needs both."""
+    import asyncio
+    import sys
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    work = tmp_path / "work"
+    lab_server.sync_work(ROOT / "labs", work)
+    proc, base, token = start(tmp_path, "learner", root=work)
+    try:
+        req = urllib.request.Request(f"{base}/api/terminals", data=b"{}", method="POST",
+                                     headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            name = json.loads(r.read().decode())["name"]
+
+        async def ask() -> str:
+            ws = await websocket_connect(HTTPRequest(
+                f"{base.replace('http', 'ws')}/terminals/websocket/{name}",
+                headers={"Authorization": f"token {token}"}))
+            ws.write_message(json.dumps(["stdin", "echo WHERE=$(pwd) PY=$(command -v python)\r"]))
+            seen = ""
+            end = time.monotonic() + 30
+            while "PY=/" not in seen and time.monotonic() < end:
+                msg = await asyncio.wait_for(ws.read_message(), timeout=30)
+                if msg is None:
+                    break
+                kind, *rest = json.loads(msg)
+                if kind == "stdout":
+                    seen += rest[0]
+            ws.close()
+            return seen
+
+        seen = asyncio.run(ask())
+        line = [ln for ln in seen.splitlines() if "WHERE=/" in ln][-1]
+        assert f"WHERE={work}" in line, line
+        assert f"PY={os.path.dirname(sys.executable)}/python" in line, line
+    finally:
+        stop(proc)
