@@ -775,7 +775,8 @@ TRACING = Test(LAB, "spans_and_metrics_through_the_tracer",
 # ================================================================= TEST 6: admission control
 
 def _probe_admission(ns):
-    Engine = engine_class(ns)
+    function(ns, "check_admission")       # add_request needs only this one
+    Engine = function(ns, "Engine")
     out = {}
 
     def attempt(key, engine, prompt, params):

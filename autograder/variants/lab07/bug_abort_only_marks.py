@@ -106,14 +106,14 @@ class Engine:
     def sample(self, req, logits):
         """The next token from logits (V,): argmax at temperature 0, else a draw from the
         request's own generator (seeded once from params.seed)."""
-        p = req.params
-        if p.temperature == 0:
+        params = req.params
+        if params.temperature == 0:
             return int(torch.argmax(logits))
         if req.generator is None:
-            seed = p.seed if p.seed is not None else int(torch.randint(2 ** 62, ()))
+            seed = params.seed if params.seed is not None else int(torch.randint(2 ** 62, ()))
             req.generator = torch.Generator(device=logits.device).manual_seed(seed)
-        return int(sample_next(logits.float(), temperature=p.temperature, top_k=p.top_k, top_p=p.top_p,
-                               generator=req.generator))
+        return int(sample_next(logits.float(), temperature=params.temperature, top_k=params.top_k,
+                               top_p=params.top_p, generator=req.generator))
 
     def usage(self, req):
         return {"prompt_tokens": len(req.prompt), "completion_tokens": len(req.tokens)}
@@ -347,18 +347,18 @@ def replay_in_engine(engine_cls, record):
     inject = record.get("inject") or {}
     if inject.get("banned_words") or inject.get("banned_token_ids"):
         return None
-    clock = FakeClock()
+    fake_clock = FakeClock()
     model = ScriptedBatchedModel.from_fixture(record["fixture"], raise_at=inject.get("raise_at"),
                                               nan_at=inject.get("nan_at"))
-    model = SimulatedCost(model, clock, fixed=float(inject.get("seconds_per_call") or 0.0), per_token=0.0)
-    engine = engine_cls(model, None, EngineConfig(num_blocks=64, block_size=4), clock=clock)
+    model = SimulatedCost(model, fake_clock, fixed=float(inject.get("seconds_per_call") or 0.0), per_token=0.0)
+    engine = engine_cls(model, None, EngineConfig(num_blocks=64, block_size=4), clock=fake_clock)
     seed = record.get("seed")
     params = dict(record.get("params") or {}, temperature=0 if seed is None else 1.0, seed=seed)
-    rid = engine.add_request(list(record["prompt_ids"]), RequestParams(**params))
+    request_id = engine.add_request(list(record["prompt_ids"]), RequestParams(**params))
     tokens, text, reason = [], "", None
     cancel_at = inject.get("cancel_at")
     if cancel_at == 0:
-        engine.abort(rid)
+        engine.abort(request_id)
         reason = "cancelled"
     while engine.has_unfinished():
         for out in engine.step():
@@ -367,7 +367,7 @@ def replay_in_engine(engine_cls, record):
             if out.finish_reason is not None:
                 reason = str(out.finish_reason)
         if reason is None and cancel_at is not None and len(tokens) >= cancel_at:
-            engine.abort(rid)
+            engine.abort(request_id)
             reason = "cancelled"
     return {"tokens": tokens, "text": text, "finish_reason": reason,
             "kv_blocks_used_after": engine.stats()["kv_blocks_used"]}

@@ -107,14 +107,14 @@ class Engine:
     def sample(self, req, logits):
         """The next token from logits (V,): argmax at temperature 0, else a draw from the
         request's own generator (seeded once from params.seed)."""
-        p = req.params
-        if p.temperature == 0:
+        params = req.params
+        if params.temperature == 0:
             return int(torch.argmax(logits))
         if req.generator is None:
-            seed = p.seed if p.seed is not None else int(torch.randint(2 ** 62, ()))
+            seed = params.seed if params.seed is not None else int(torch.randint(2 ** 62, ()))
             req.generator = torch.Generator(device=logits.device).manual_seed(seed)
-        return int(sample_next(logits.float(), temperature=p.temperature, top_k=p.top_k, top_p=p.top_p,
-                               generator=req.generator))
+        return int(sample_next(logits.float(), temperature=params.temperature, top_k=params.top_k,
+                               top_p=params.top_p, generator=req.generator))
 
     def usage(self, req):
         return {"prompt_tokens": len(req.prompt), "completion_tokens": len(req.tokens)}
