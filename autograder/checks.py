@@ -157,6 +157,14 @@ def value_forms(value: Any) -> list[str]:
     return [f for f in forms if f]
 
 
+def _shown(value: Any) -> str:
+    """A short text for a value in a message: a tensor by its shape and dtype."""
+    if isinstance(value, torch.Tensor):
+        return f"<tensor of shape {tuple(value.shape)}, {str(value.dtype).replace('torch.', '')}>"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def rejects(rec: dict, call: str, param: str, value: Any, hint: str | None = None, *,
             exc: str = "ValueError", show_value: bool = True) -> None:
     """The call must raise ValueError (or `exc`) whose message names `param` and
@@ -165,17 +173,17 @@ def rejects(rec: dict, call: str, param: str, value: Any, hint: str | None = Non
     got = rec["result"]
     if not is_raised(got) or (exc == "ValueError" and not got.get("is_value_error")) \
             or (exc != "ValueError" and got["__raised__"] != exc):
-        raise Fail(f"{call} should raise {exc} for `{param}`={value!r}", expected=exc,
+        raise Fail(f"{call} should raise {exc} for `{param}`={_shown(value)}", expected=exc,
                    got=describe(got) if is_raised(got) else "it returned a result",
                    hint=hint or f"Check `{param}` first and raise {exc} with a message naming it.")
     msg = got["message"]
     if param not in msg:
         raise Fail(f"the error of {call} should name the parameter `{param}`",
                    expected=f"a message naming `{param}`", got=msg,
-                   hint=f"Write it like: \"`{param}` must be ..., got {value!r}.\"")
+                   hint=f"Write it like: \"`{param}` must be ..., got {_shown(value)}.\"")
     if show_value and not any(form in msg for form in value_forms(value)):
-        raise Fail(f"the error of {call} should show the value it got ({value!r})",
-                   expected=f"a message showing {value!r}", got=msg,
+        raise Fail(f"the error of {call} should show the value it got ({_shown(value)})",
+                   expected=f"a message showing {_shown(value)}", got=msg,
                    hint=f"End the message with \", got {{{param}!r}}.\" so the caller sees the bad value.")
 
 

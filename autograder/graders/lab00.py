@@ -8,9 +8,12 @@ Contract coverage (the docstring of the stub in solutions/lab00 -> hidden cases)
   | -inf entries are allowed (masked tokens)                 | masked_tokens_ignored      |
   | any finite magnitude (no exp overflow)                   | extreme_logits             |
   | NaN raises ValueError naming `logits`                    | nan_rejected               |
+  | a shape that is not 1-D raises ValueError naming `logits`| non_1d_rejected            |
   | the input tensor is not changed                          | every value case           |
 """
 from __future__ import annotations
+
+import torch
 
 import course
 
@@ -58,12 +61,15 @@ def judge_token(inp: Input, hint: str):
     return judge
 
 
-def judge_nan(inp: Input):
+def judge_rejected(inp: Input, hint: str):
     def judge(rec):
         reference_rejects(ref.greedy_token, inp.args(), {}, inp.call_text("greedy_token"))
-        rejects(rec, inp.call_text("greedy_token"), "logits", inp.args()[0],
-                "Check torch.isnan(logits).any() first and raise ValueError with a message naming `logits`.")
+        rejects(rec, inp.call_text("greedy_token"), "logits", inp.args()[0], hint)
     return judge
+
+
+BATCH = Input("a (2, V) batch", lambda: (torch.stack([course.fixtures.load("peaked").logits(0),
+                                                        course.fixtures.load("flat").logits(0)]),))
 
 
 def token_case(name: str, fixture: str, hint: str, *, visible: bool = False) -> Case:
@@ -83,7 +89,12 @@ TESTS = [
                    "-inf marks a removed token; it can never be the argmax."),
         token_case("extreme_logits", "extreme_logits",
                    "Compare logits directly; no exp() is needed to find a maximum."),
-        Case("nan_rejected", 1, probe_greedy(fixture_input("nan_logits")), judge_nan(fixture_input("nan_logits")),
+        Case("nan_rejected", 1, probe_greedy(fixture_input("nan_logits")),
+             judge_rejected(fixture_input("nan_logits"), "Check torch.isnan(logits).any() first and raise "
+                                                         "ValueError with a message naming `logits`."),
              fixture="nan_logits"),
+        Case("non_1d_rejected", 1, probe_greedy(BATCH),
+             judge_rejected(BATCH, "The contract takes one row (V,): check logits.dim() == 1 and raise ValueError "
+                                   "naming `logits` and showing its shape."), fixture="peaked"),
     )),
 ]
