@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -37,29 +38,32 @@ NBGRADER_SERVER_EXTENSIONS = (
 )
 NBGRADER_LAB_EXTENSION = "@jupyter/nbgrader"
 MODES = ("learner", "instructor")
+LAB_DIR = re.compile(r"lab\d\d")
 
 
 def sync_work(labs: Path = LABS, work: Path = WORK) -> list[str]:
-    """Copy into `work` every lab folder of `labs` that is not there yet, and every file of a
-    lab that is missing from its work copy. Never overwrites or deletes anything in `work`.
-    Returns the paths copied, relative to `work`."""
+    """Copy into `work` every file of the release `labs` that `work` does not have yet: each
+    lab folder (labNN/) and each edition's (zh/labNN/) the first time, and files added to a
+    lab later. Never overwrites or deletes anything in `work`. Returns the paths copied,
+    relative to `work`."""
     labs, work = Path(labs), Path(work)
     if not labs.is_dir():
         raise ValueError(f"`labs` must be a folder, got {str(labs)!r}.")
     work.mkdir(parents=True, exist_ok=True)
     copied = []
-    for lab in sorted(p for p in labs.glob("lab[0-9][0-9]") if p.is_dir()):
-        for src in sorted(lab.rglob("*")):
-            rel = src.relative_to(labs)
-            if not src.is_file() or src.suffix == ".pyc" or any(
-                    part in (".ipynb_checkpoints", "__pycache__") for part in rel.parts):
-                continue
-            dest = work / rel
-            if dest.exists() or dest.is_symlink():
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest)
-            copied.append(str(rel))
+    for src in sorted(labs.rglob("*")):
+        rel = src.relative_to(labs)
+        if not src.is_file() or src.suffix == ".pyc" or any(
+                part in (".ipynb_checkpoints", "__pycache__") for part in rel.parts):
+            continue
+        if not any(LAB_DIR.fullmatch(part) for part in rel.parts[:-1]):
+            continue   # only what is inside a lab folder
+        dest = work / rel
+        if dest.exists() or dest.is_symlink():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest)
+        copied.append(str(rel))
     return copied
 
 
@@ -124,7 +128,7 @@ def main(args=None) -> int:
     work = Path(ns.work).resolve()
     if mode == "learner":
         copied = sync_work(LABS, work)
-        labs_copied = sorted({c.split(os.sep)[0] for c in copied})
+        labs_copied = sorted({os.path.dirname(c) for c in copied})
         if labs_copied:
             print(f"copied into {work}: {', '.join(labs_copied)} (your own copies; `make release` never touches them)")
         print(f"JupyterLab opens on {work}: your work lives there, apart from the release in labs/.", flush=True)

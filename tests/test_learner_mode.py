@@ -44,6 +44,8 @@ def test_sync_work_copies_each_lab_once_and_never_overwrites(tmp_path):
     assert (work / "lab00" / "scratch.ipynb").read_text() == "my notes"
     assert (work / "lab02" / "lab02.ipynb").read_text() == "release 2"
     assert lab_server.sync_work(labs, work) == []
+    _lab(labs / "zh", "lab00", "zh release 0")                # an edition in another language
+    assert lab_server.sync_work(labs, work) == ["zh/lab00/lab00.ipynb"]
 
 
 def test_sync_work_skips_checkpoints_and_caches(tmp_path):
