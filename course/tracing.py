@@ -57,7 +57,7 @@ import bisect
 import math
 from typing import Iterable
 
-from ._checks import check_choice, check_int, check_number, check_type, is_number
+from ._checks import check_choice, check_int, check_number, check_type
 from .finish import FinishReason
 
 ANSWERS_FOR = "lab06"

@@ -156,7 +156,8 @@ def dump_spans(spans) -> list[dict]:
     out = []
     for s in spans:
         out.append({
-            "name": s.name, "trace_id": format(s.context.trace_id, "032x"), "span_id": format(s.context.span_id, "016x"),
+            "name": s.name, "trace_id": format(s.context.trace_id, "032x"),
+            "span_id": format(s.context.span_id, "016x"),
             "parent_id": None if s.parent is None else format(s.parent.span_id, "016x"),
             "start_ns": s.start_time, "end_ns": s.end_time,
             "attributes": {k: _plain_attr(v) for k, v in (s.attributes or {}).items()},
@@ -215,7 +216,8 @@ def _probe_spans(name, *, cut=None):
             raise
         except Exception as e:
             return {"result": raised(e), "spans": dump_spans(exporter.get_finished_spans())}
-        return {"result": None if out is None else "returned a value", "spans": dump_spans(exporter.get_finished_spans())}
+        return {"result": None if out is None else "returned a value",
+                "spans": dump_spans(exporter.get_finished_spans())}
     return probe
 
 
@@ -466,7 +468,9 @@ PERCENTILE = Test(LAB, "percentile_type_6", "percentile: the exact type-6 percen
 
 
 def _probe_calls(fn_name, calls):
-    return call_probe(fn_name, [Input(label, (lambda a=args: tuple(json.loads(json.dumps(a))))) for label, args in calls])
+    # a fresh copy of the arguments for every call (lists, never the tuples written here)
+    return call_probe(fn_name, [Input(label, (lambda a=args: tuple(json.loads(json.dumps(a)))))
+                                for label, args in calls])
 
 
 def _judge_calls(fn_name, calls, hint, compare=_same):
@@ -495,7 +499,8 @@ _INTS = lambda e, g: isinstance(g, list) and g == e and all(type(x) is int for x
 
 BUCKETS = Test(LAB, "buckets_and_histogram_percentile",
                "bucket_counts with 'le' edges, and percentiles read back from the buckets", (
-    _calls_case("counts_per_bucket", "bucket_counts", [("[0.05, 0.3, 0.7, 2.0], edges", ([0.05, 0.3, 0.7, 2.0], _EDGES))],
+    _calls_case("counts_per_bucket", "bucket_counts",
+                [("[0.05, 0.3, 0.7, 2.0], edges", ([0.05, 0.3, 0.7, 2.0], _EDGES))],
                 _LE_HINT, visible=True, compare=_INTS),
     _calls_case("value_on_an_edge_is_in_that_bucket", "bucket_counts",
                 [("[0.1, 0.5, 1.0], edges", ([0.1, 0.5, 1.0], _EDGES)), ("[0.5000001], edges", ([0.5000001], _EDGES))],
@@ -505,12 +510,14 @@ BUCKETS = Test(LAB, "buckets_and_histogram_percentile",
     _calls_case("interpolates_inside_a_bucket", "histogram_percentile",
                 [("[0, 4, 0, 0], edges, 50", ([0, 4, 0, 0], _EDGES, 50)),
                  ("[1, 2, 1, 0], edges, 75", ([1, 2, 1, 0], _EDGES, 75))], _HQ_HINT, 2, visible=True),
-    _calls_case("first_bucket_starts_at_zero", "histogram_percentile", [("[3, 1, 0, 0], edges, 50", ([3, 1, 0, 0], _EDGES, 50))],
+    _calls_case("first_bucket_starts_at_zero", "histogram_percentile",
+                [("[3, 1, 0, 0], edges, 50", ([3, 1, 0, 0], _EDGES, 50))],
                 _HQ_HINT),
     _calls_case("overflow_reports_the_last_edge", "histogram_percentile",
                 [("[1, 0, 0, 3], edges, 99", ([1, 0, 0, 3], _EDGES, 99))], _HQ_HINT),
     _calls_case("skips_empty_buckets", "histogram_percentile",
-                [("[0, 0, 2, 0], edges, 0", ([0, 0, 2, 0], _EDGES, 0)), ("[2, 0, 2, 0], edges, 50", ([2, 0, 2, 0], _EDGES, 50))],
+                [("[0, 0, 2, 0], edges, 0", ([0, 0, 2, 0], _EDGES, 0)),
+                 ("[2, 0, 2, 0], edges, 50", ([2, 0, 2, 0], _EDGES, 50))],
                 _HQ_HINT),
     rejects_case("rejects_counts_of_the_wrong_length", "histogram_percentile",
                  [("bucket_counts", Input("[1, 2, 3]", lambda: ([1, 2, 3], _EDGES, 50)))]),

@@ -15,7 +15,8 @@ def to_chrome_trace(spans, counters=()):
     for tid, rid in enumerate(sorted(groups, key=lambda r: (start(r), r)), start=1):
         events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": rid}})
         for s in sorted(groups[rid], key=lambda s: (s.start_time, s.parent is not None, -s.end_time)):
-            events.append({"name": s.name, "ph": "X", "ts": s.start_time / 1e6, "dur": (s.end_time - s.start_time) / 1e6,
+            events.append({"name": s.name, "ph": "X", "ts": s.start_time / 1e6,          # ms: the bug
+                           "dur": (s.end_time - s.start_time) / 1e6,
                            "pid": 1, "tid": tid, "args": {}})
     for c in counters:
         events.append({"name": c["name"], "ph": "C", "ts": c["time"] * 1e3, "pid": 1, "args": {"value": c["value"]}})

@@ -25,9 +25,11 @@ def spans_from_events(events, tracer):
             attrs = dict(ev["attributes"])
             root = tracer.start_span("generate " + attrs["gen_ai.request.model"],
                                      context=trace.set_span_in_context(trace.INVALID_SPAN),
-                                     attributes={"gen_ai.operation.name": "generate", "course.request_id": rid, **attrs},
+                                     attributes={"gen_ai.operation.name": "generate", "course.request_id": rid,
+                                                 **attrs},
                                      start_time=_ns(t))
-            live[rid] = [root, tracer.start_span("queue", context=trace.set_span_in_context(root), start_time=_ns(t)), 0]
+            queue = tracer.start_span("queue", context=trace.set_span_in_context(root), start_time=_ns(t))
+            live[rid] = [root, queue, 0]
             continue
         if rid not in live:
             raise ValueError(f"`events` has an event for unknown request {rid!r}.")

@@ -12,8 +12,11 @@ def request_metrics(spans):
     if len(roots) != 1:
         raise ValueError(f"`spans` must be the spans of exactly one request, got {len(roots)} roots.")
     root = roots[0]
-    total = lambda name: (sum(s.end_time - s.start_time for s in spans if s.parent is not None and s.name == name) / 1e9  # noqa: E731
-                          if any(s.parent is not None and s.name == name for s in spans) else None)
+
+    def total(name):
+        d = [s.end_time - s.start_time for s in spans if s.parent is not None and s.name == name]
+        return sum(d) / 1e9 if d else None
+
     prefill = [s for s in spans if s.name == "prefill"]
     started = prefill[0].start_time if prefill else root.start_time
     times = sorted(e.timestamp for e in root.events if e.name == "token")

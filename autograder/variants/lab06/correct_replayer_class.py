@@ -157,8 +157,8 @@ def first_deviation(baseline, incident, threshold=0.25):
     table = [
         ("queue", "queue", med, 0.005), ("prefill", "prefill", med, 0.005), ("tpot", "tpot", med, 0.005),
         ("decode_rounds", "output_tokens", med, 1.0),
-        ("finish_reason", "cut_off", lambda rows, _: frac(rows, lambda r: r["finish_reason"] in ("length", "cancelled")),
-         None),
+        ("finish_reason", "cut_off",
+         lambda rows, _: frac(rows, lambda r: r["finish_reason"] in ("length", "cancelled")), None),
         ("not_latency", "wrong", lambda rows, _: frac(rows, lambda r: r["wrong"]), None),
     ]
     for stage, metric, measure, floor in table:
@@ -192,7 +192,8 @@ def trace_record(spans, *, tokenizer_version):
 
 
 def to_chrome_trace(spans, counters=()):
-    roots = sorted((s for s in spans if s.parent is None), key=lambda s: (s.start_time, s.attributes["course.request_id"]))
+    roots = sorted((s for s in spans if s.parent is None),
+                   key=lambda s: (s.start_time, s.attributes["course.request_id"]))
     tid_of = {r.context.trace_id: i + 1 for i, r in enumerate(roots)}
     meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid_of[r.context.trace_id],
              "args": {"name": r.attributes["course.request_id"]}} for r in roots]
