@@ -27,6 +27,7 @@ import jsonschema
 import torch
 
 from . import fixtures as _fixtures
+from ._checks import check_int, is_int
 from .clock import FakeClock
 from .finish import FinishReason
 from .generation import GenerationResult, generate, greedy_sampler, seeded_sampler
@@ -156,8 +157,7 @@ def accept_with_retries(attempt, *, schemas, allowed_tools, executor, max_attemp
     the retry reason of the attempt before. Returns {"ok", "attempts", "final"}: one entry
     per attempt {"attempt", "finish_reason", "stage", "ok", "retry_reason"}, and the last
     decision."""
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"`max_attempts` must be an integer >= 1, got {max_attempts!r}.")
+    check_int("max_attempts", max_attempts, 1)
     log, reason = [], None
     for i in range(max_attempts):
         decision = accept_tool_call(attempt(i, reason), schemas=schemas, allowed_tools=allowed_tools,
@@ -184,8 +184,7 @@ class InjectedModel:
 
     def __init__(self, model, *, prompt_len: int, cancel=None, cancel_at=None, clock=None,
                  seconds_per_call: float = 0.0):
-        if cancel_at is not None and (isinstance(cancel_at, bool) or not isinstance(cancel_at, int)
-                                      or cancel_at < 0):
+        if cancel_at is not None and not (is_int(cancel_at) and cancel_at >= 0):
             raise ValueError(f"`cancel_at` must be None or an integer >= 0, got {cancel_at!r}.")
         if cancel_at is not None and cancel is None:
             raise ValueError("`cancel` must be given when `cancel_at` is set, got None.")

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ._checks import check_int, is_number
 from .clock import monotonic
 from .finish import FinishReason
 
@@ -71,8 +72,7 @@ def validate_params(*, max_tokens, stop=None, stop_token_ids=None, include_stop_
                     deadline=None) -> dict:
     """Check the stopping parameters up front (like vLLM's SamplingParams) and return
     them normalised: stop and stop_token_ids as new lists, never None."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"`max_tokens` must be an integer >= 1, got {max_tokens!r}.")
+    check_int("max_tokens", max_tokens, 1)
     if stop is None:
         stop = []
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
@@ -88,8 +88,7 @@ def validate_params(*, max_tokens, stop=None, stop_token_ids=None, include_stop_
         raise ValueError(f"`stop_token_ids` must be a list of integers >= 0, got {stop_token_ids!r}.")
     if type(include_stop_str_in_output) is not bool:
         raise ValueError(f"`include_stop_str_in_output` must be True or False, got {include_stop_str_in_output!r}.")
-    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, (int, float))
-                                 or math.isnan(deadline) or deadline <= 0):
+    if deadline is not None and (not is_number(deadline) or math.isnan(deadline) or deadline <= 0):
         raise ValueError(f"`deadline` must be None or a number of seconds > 0, got {deadline!r}.")
     return {"max_tokens": max_tokens, "stop": list(stop), "stop_token_ids": list(stop_token_ids),
             "include_stop_str_in_output": include_stop_str_in_output, "deadline": deadline}
@@ -133,8 +132,7 @@ def greedy_sampler(logits: torch.Tensor) -> int:
 def seeded_sampler(seed: int):
     """Sample from softmax(logits) with a torch.Generator seeded once with `seed`:
     the same seed gives the same tokens, so a sampled run can be replayed."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"`seed` must be an integer, got {seed!r}.")
+    check_int("seed", seed)
     gen = torch.Generator().manual_seed(seed)
 
     def sample(logits: torch.Tensor) -> int:
