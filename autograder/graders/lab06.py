@@ -290,6 +290,20 @@ def _must_value_error(obs, what):
                    hint="Check each event before using it and raise ValueError saying what is wrong.")
 
 
+OTHER_SETS = ("trace_noise_only", "trace_queue_incident", "trace_prefill_incident", "trace_tpot_incident",
+              "trace_decode_rounds_incident", "trace_kv_cache_incident", "trace_cut_off_incident",
+              "trace_not_latency_incident")
+
+
+def _probe_every_set(ns):
+    return [_probe_spans(name)(ns) for name in OTHER_SETS]
+
+
+def _judge_every_set(obs):
+    for name, one in zip(OTHER_SETS, obs):
+        _judge_spans(name, {"tree", "tokens", "attributes"}, _TREE_HINT)(one)
+
+
 _TREE_HINT = ("Each stage span starts at its event's time and ends when the next stage starts or the request "
               "ends; pass times as start_time / end_time in integer nanoseconds (round(t * 1e9)).")
 _CUT_HINT = ("When a request ends (any finish reason) end its open stage span AND its root at the end event's "
@@ -311,6 +325,7 @@ SPANS = Test(LAB, "spans_from_events_builds_the_tree",
          _judge_spans("trace_queue_cancel", {"tree", "attributes"}, _CUT_HINT), fixture="trace_queue_cancel"),
     Case("mixed_set_every_span", 2, _probe_spans("trace_mixed"),
          _judge_spans("trace_mixed", {"tree", "tokens", "attributes", "status"}, _CUT_HINT), fixture="trace_mixed"),
+    Case("every_other_request_set", 1, _probe_every_set, _judge_every_set),
     Case("one_trace_per_request", 1, _probe_spans("trace_baseline"),
          _judge_spans("trace_baseline", {"traces", "tree"}, _TREE_HINT), fixture="trace_baseline"),
     Case("rejects_token_of_unknown_request", 1, _probe_spans_bad,
