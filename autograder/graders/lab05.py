@@ -7,8 +7,9 @@ it is given (its logits are an integer hash of the token ids the cache gives bac
 order), so a cache that loses, reorders or overwrites tokens changes the tokens. Probes
 return plain data; judges recompute every expectation with autograder/reference/lab05.py
 (course.paged_kv), never trusting the student's process. Operation sequences for the
-allocator come from hypothesis with derandomize=True and no example database: the same
-sequences on every run, so a grade never depends on luck.
+allocator were drawn by hypothesis with derandomize=True and no example database, once,
+into datasets/fixtures/allocator_ops.json: the same sequences on every run, so a grade
+never depends on luck (nor on hypothesis running in the student's process).
 
 Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
 
@@ -60,6 +61,7 @@ from pathlib import Path
 import torch
 
 import course
+from course.tiny_model import TINY_MODEL_DIR
 
 from ..checks import Input, call_probe, record, rejects, rejects_case, result_of
 from ..core import Case, Fail, Test, describe, function, is_raised
@@ -83,7 +85,7 @@ CLASSES = {
     "PagedKVCache": "(pool)",
 }
 
-CONFIGS = Path(__file__).resolve().parents[2] / "datasets" / "configs"
+CONFIGS = Path(TINY_MODEL_DIR).parent / "configs"     # datasets/configs (the graders may run without __file__)
 
 
 def _config(name):
@@ -409,23 +411,10 @@ def run_ops(alloc, ops):
 
 @lru_cache(maxsize=1)
 def op_sequences():
-    """60 operation sequences from hypothesis, derandomized and without a database."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import strategies as st
-
-    found = []
-    ops = st.lists(st.tuples(st.sampled_from(["allocate", "allocate", "share", "free", "free", "bad_free",
-                                              "unknown_free"]),
-                             st.integers(0, 5), st.integers(0, 40)), min_size=1, max_size=24)
-
-    @settings(derandomize=True, database=None, max_examples=60, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(ops)
-    def collect(seq):
-        found.append(seq)
-
-    collect()
-    return tuple(tuple(s) for s in found)
+    """The 60 operation sequences of datasets/fixtures/allocator_ops.json (drawn once by
+    hypothesis, derandomized, by datasets/generators/fixtures_lab05.py)."""
+    data = json.loads((Path(TINY_MODEL_DIR).parent / "fixtures" / "allocator_ops.json").read_text(encoding="utf-8"))
+    return tuple(tuple(tuple(step) for step in seq) for seq in data["sequences"])
 
 
 def _ops_case(name, seqs, hint, points=1, visible=False):
