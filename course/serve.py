@@ -27,7 +27,7 @@ KV blocks are back in the pool within one step.
 Finish reasons on the wire. The course's FinishReason values are OpenAI's where OpenAI
 has one and pass through unchanged otherwise:
     stop            stop (EOS, a stop string, a stop token id; `stop_reason` says which)
-    length          length (max_tokens, or the model's context)
+    length          length (max_tokens reached; prompt + max_tokens never exceeds the context)
     content_filter  content_filter
     cancelled       "cancelled": the request was aborted (vLLM says "abort"); a client
                     that disconnected never sees it, but /metrics counts it
@@ -46,6 +46,7 @@ course:request_success_total{finished_reason}, course:prompt_tokens_total,
 course:generation_tokens_total, course:time_to_first_token_seconds,
 course:time_per_output_token_seconds (one observation per token after the first, as
 vLLM's v1 engine does), course:e2e_request_latency_seconds, plus our own
+course:kv_cache_blocks_used, course:kv_cache_blocks_total and
 course:requests_rejected_total{reason}.
 """
 from __future__ import annotations
@@ -57,7 +58,6 @@ import json
 import math
 import secrets
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -742,8 +742,7 @@ class _Answer:
 
     def __init__(self, kind: str, rid: str, model: str, n_prompt: int):
         self.kind, self.model, self.n_prompt = kind, model, n_prompt
-        self.id = ("cmpl-" if kind == "completion" else "chatcmpl-") + rid.replace("-", "")[:24] \
-            if len(rid) >= 8 else ("cmpl-" if kind == "completion" else "chatcmpl-") + uuid.uuid4().hex
+        self.id = ("cmpl-" if kind == "completion" else "chatcmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
         self.finish_reason: str | None = None
         self.n_generated = 0
