@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "gradescope_files"
 VENV = "/opt/l2ft-venv"
 # what the grading side needs of pyproject's dependencies (no Jupyter server, no nbgrader)
+DEV_ONLY = ("new_lab", "mutation", "release")   # course-development tools, not grading
 NOT_NEEDED = ("jupyterlab", "notebook", "nbgrader", "ipykernel", "nbclient", "nbconvert")
 
 
@@ -56,7 +57,8 @@ def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
 
     ag = root / "autograder"
     for p in sorted(ag.glob("*.py")) + sorted((ag / "isolation").glob("*.py")):
-        add(p)
+        if p.stem not in DEV_ONLY:
+            add(p)
     wanted = lab_modules(lab, root)
     for sub in ("graders", "reference"):
         for p in sorted((ag / sub).glob("*.py")):

@@ -33,7 +33,8 @@ from .wire import PROTOCOL, LineReader, encode, send_fds, wait_readable
 
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN_UNDER_ROOT = ("autograder", "solutions", ".git", "course", "labs")
-HARNESS_MODULES = ("__init__", "__main__", "batch", "cli", "gradescope", "release", "reports", "notebook")
+HARNESS_MODULES = ("__init__", "__main__", "batch", "cli", "gradescope", "release", "reports", "notebook",
+                   "new_lab", "mutation")
 CHILD_SOURCE = Path(__file__).resolve().parent / "child.py"
 
 

@@ -28,20 +28,26 @@ import pytest
 
 from autograder.isolation import Limits, Sandbox
 from autograder.tests import adversarial
+from autograder.core import get_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "AUTOGRADER_TEST_SECRET"
+FULL = sum(t.points for t in get_tests("lab00").values())   # lab00's full marks
 
 
 def _tree_hashes():
+    """What lab00 is judged with (other labs' files may change under a shared checkout while
+    the batch runs), and every file an attack names as its target (they must never appear)."""
     out = {}
-    folders = [ROOT / f for f in ("autograder/graders", "autograder/reference", "datasets/fixtures", "course")]
-    folders += [Path(p) for p in site.getsitepackages()]
-    for folder in folders:
-        for p in sorted(folder.glob("*")):
-            if p.is_file():
-                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-    out[str(ROOT / "autograder" / "core.py")] = hashlib.sha256((ROOT / "autograder" / "core.py").read_bytes()).hexdigest()
+    files = [ROOT / "autograder" / "graders" / "lab00.py", ROOT / "autograder" / "reference" / "lab00.py",
+             ROOT / "autograder" / "core.py", ROOT / "course" / "__init__.py", ROOT / "course" / "fixtures.py"]
+    files += sorted((ROOT / "datasets" / "fixtures").glob("*"))
+    for p in files:
+        if p.is_file():
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    planted = [Path(p) / "l2ft_pwned.pth" for p in site.getsitepackages()]
+    planted += [ROOT / "course" / "pwned.py", Path(sys.executable).resolve().parent / "pwned"]
+    out["planted"] = sorted(str(p) for p in planted if p.exists())
     return out
 
 
@@ -103,8 +109,9 @@ def test_attack_cannot_raise_the_score(graded, name):
     rec = graded["records"][name]
     assert rec["status"] == "graded", rec["problems"]
     assert rec["score"] <= exp["max_score"], f"{name} earned {rec['score']}: {rec['problems']}"
-    assert rec["score"] >= exp.get("min_score", 0), f"{name} lost points: {rec['problems']}"
-    assert rec["max_score"] == 5
+    if exp.get("full_marks"):
+        assert rec["score"] == FULL, f"{name} lost points: {rec['problems']}"
+    assert rec["max_score"] == FULL
     assert not WEAK or rec["sandbox"]["weak"]
     out = rec["output_tail"]
     for s in exp.get("output_has", []):
@@ -146,12 +153,13 @@ def test_a_correct_function_after_a_top_level_exit_is_graded(tmp_path):
     from autograder.isolation import Runtime, grade_isolated, prepare
     from autograder.tests.submissions import with_solution_code, write
     code = ("import sys\nimport torch\n\ndef greedy_token(logits):\n"
+            "    if logits.dim() != 1:\n        raise ValueError(f'`logits` must be 1-D, got {tuple(logits.shape)}')\n"
             "    if torch.isnan(logits).any():\n        raise ValueError('`logits` must not contain NaN')\n"
             "    return int(torch.nonzero(logits == logits.max())[0, 0])\n\nsys.exit(0)\n")
     nb = write(with_solution_code("lab00", {}, first=code), tmp_path / "exit_after.ipynb")
     with Runtime("lab00") as rt:
         g = grade_isolated(prepare(nb, "lab00"), rt, limits=LIMITS)
-    assert g.score == 5, g.problems
+    assert g.score == FULL, g.problems
     assert any("sys.exit" in p for p in g.problems)
 
 
@@ -177,7 +185,7 @@ def test_forged_messages_never_become_a_grader_error(graded):
 
 def test_a_daemon_left_by_one_submission_cannot_touch_the_next(tmp_path):
     """Same worker, one after the other: the daemon (setsid, SIGKILLs everything it can for a
-    minute) is killed with its child, and the honest submission graded next keeps 5/5."""
+    minute) is killed with its child, and the honest submission graded next keeps full marks."""
     if WEAK:
         pytest.skip("needs the OS sandbox")
     if not (shutil.which("cc") or shutil.which("gcc")):
@@ -188,7 +196,7 @@ def test_a_daemon_left_by_one_submission_cannot_touch_the_next(tmp_path):
         bad = grade_isolated(prepare(built["setsid_daemon"], "lab00"), rt, limits=LIMITS, slot=0)
         good = grade_isolated(prepare(built["honest"], "lab00"), rt, limits=LIMITS, slot=0)
     assert "DAEMON_STARTED" in bad.output and bad.score == 0
-    assert good.score == 5 and good.restarts == 0, good.problems
+    assert good.score == FULL and good.restarts == 0, good.problems
 
 
 def test_lab_answers_cannot_be_imported_while_that_lab_is_graded(tmp_path):
@@ -225,7 +233,7 @@ def test_the_grader_refuses_weak_isolation_unless_allowed(tmp_path, monkeypatch)
     assert not (tmp_path / "out" / "students").exists()
     s = grade_batch([Entry("h", nb)], "lab00", tmp_path / "out", workers=1, progress=False, allow_weak=True)
     rec = json.loads((tmp_path / "out" / "students" / "h.json").read_text())
-    assert s.graded == ["h"] and rec["score"] == 5 and rec["sandbox"]["weak"] is True
+    assert s.graded == ["h"] and rec["score"] == FULL and rec["sandbox"]["weak"] is True
 
 
 UNPRIVILEGED = "l2ftgrader"
@@ -241,10 +249,10 @@ def test_the_suite_passes_as_an_ordinary_user(tmp_path):
         pytest.skip("needs useradd and unshare")
     if subprocess.run(["id", UNPRIVILEGED], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", UNPRIVILEGED], check=True)
-    home = tmp_path / "home"
-    home.mkdir()
+    import tempfile
+    home = Path(tempfile.mkdtemp(prefix="l2ft-user-"))      # pytest's own tmp folders are root-only
+    os.chmod(home, 0o755)
     shutil.chown(home, UNPRIVILEGED, UNPRIVILEGED)
-    os.chmod(tmp_path, 0o755)
     script = []
     for p in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}):
         parts = Path(p).parts
@@ -264,8 +272,9 @@ def test_the_suite_passes_as_an_ordinary_user(tmp_path):
     script.append(pytest_cmd)
     r = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-ec", "\n".join(script)],
                        capture_output=True, text=True, env=env, timeout=1500)
-    assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-2000:])
-    assert " passed" in r.stdout and "skipped" not in r.stdout.split("passed")[-1] or "passed" in r.stdout
+    shutil.rmtree(home, ignore_errors=True)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout and " error" not in r.stdout
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograder import reports
+from autograder.core import get_tests
 from autograder.batch import record_key, record_mac, signed
 from autograder.batch import BatchError, discover, grade_batch, student_of
 from autograder.release import nbgrader_env
@@ -34,7 +35,7 @@ def _class(folder: Path, n: int) -> dict[str, int]:
         if kind == 0:
             (folder / sid).mkdir(parents=True)
             shutil.copy(solution("lab00"), folder / sid / "lab00.ipynb")
-            expected[sid] = 5
+            expected[sid] = sum(t.points for t in get_tests("lab00").values())
         elif kind == 1:
             (folder / sid).mkdir(parents=True)
             shutil.copy(RELEASE, folder / sid / "lab00.ipynb")
@@ -210,10 +211,11 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     (out / "students" / "ann.json").write_text(json.dumps(rec))
     s5 = grade_batch(entries, "lab00", out, workers=2, progress=False)
     assert sorted(s5.graded) == ["ann", "ben"]
-    assert _records(out)["ben"]["score"] == 5
+    full = sum(t.points for t in get_tests("lab00").values())
+    assert _records(out)["ben"]["score"] == full
     rows = list(csv.DictReader((out / "grades.csv").open()))
     assert [r["student_id"] for r in rows] == ["ann", "ben"]
-    assert rows[0]["greedy_token_picks_argmax"] == "5"
+    assert rows[0]["greedy_token_picks_argmax"] == f"{full:g}"
 
 
 def test_a_record_without_the_graders_mac_is_regraded_and_never_counted(tmp_path):
@@ -229,7 +231,7 @@ def test_a_record_without_the_graders_mac_is_regraded_and_never_counted(tmp_path
     honest = json.loads(p.read_text())
     assert honest["score"] == 0 and signed(honest, record_key())
     for mac in (None, "0" * 64, honest["mac"]):
-        forged = dict(honest, score=5.0)
+        forged = dict(honest, score=99.0)
         if mac is None:
             forged.pop("mac")
         else:

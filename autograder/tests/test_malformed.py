@@ -21,7 +21,9 @@ from autograder.notebook import strip_magics
 from autograder.tests.submissions import release, solution, solution_cells, with_solution_code, write
 
 LIMITS = Limits(timeout=120, test_timeout=30, case_timeout=15, cell_timeout=20)
+FULL = sum(t.points for t in get_tests("lab00").values())   # lab00's full marks
 GOOD = ("import torch\n\ndef greedy_token(logits):\n"
+        "    if logits.dim() != 1:\n        raise ValueError(f'`logits` must be 1-D, got {tuple(logits.shape)}')\n"
         "    if torch.isnan(logits).any():\n        raise ValueError('`logits` must not contain NaN')\n"
         "    return int(torch.nonzero(logits == logits.max())[0, 0])\n")
 
@@ -92,38 +94,39 @@ def _cases(tmp_path) -> dict[str, tuple[Path, dict]]:
     nb = with_solution_code("lab00", {}, first="import torch\n\ndef greedy_token(logits):\n    return _pick(logits)\n")
     helper = nbformat.v4.new_code_cell(
         "import torch\nEPS = 0.0\n\ndef _pick(logits):\n"
+        "    if logits.dim() != 1:\n        raise ValueError(f'`logits` must be 1-D, got {tuple(logits.shape)}')\n"
         "    if torch.isnan(logits).any():\n        raise ValueError('`logits` must not contain NaN')\n"
         "    return int(torch.nonzero(logits == logits.max())[0, 0])\n\n"
         "print('a demo the student left behind')\nraise RuntimeError('this line must not run when grading')\n")
     helper.metadata = {}
     nb.cells.insert(len(nb.cells) - 1, helper)
     nb.cells.insert(1, nbformat.v4.new_markdown_cell("my notes"))
-    add("helper_in_added_cell", nb, score=5)
+    add("helper_in_added_cell", nb, score=FULL)
     add("magics", with_solution_code("lab00", {}, first="%load_ext autoreload\n!ls\n" + GOOD + "%time greedy_token\n"),
-        score=5)
+        score=FULL)
     raw = _nb_json(with_solution_code("lab00", {}, first=GOOD))
     for c in raw["cells"]:   # nbformat writes lists of lines; a plain string is valid too
         c["source"] = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-    add("source_as_string", raw, score=5)
+    add("source_as_string", raw, score=FULL)
     nb = with_solution_code("lab00", {}, first="def greedy_token(logits):\n    return 0\n")
     dup = copy.deepcopy(solution_cells(nb)[0])
     dup.source = GOOD
     nb.cells.insert(nb.cells.index(solution_cells(nb)[0]) + 1, dup)
-    add("duplicated_cell_later_wins", nb, score=5)
+    add("duplicated_cell_later_wins", nb, score=FULL)
     nb = with_solution_code("lab00", {}, first=GOOD)
     for c in nb.cells:
         if c.metadata.get("nbgrader", {}).get("grade_id") == "imports":
             c.source = "import os\nos._exit(3)\n"   # the release's locked cell is used instead
-    add("edited_locked_imports_cell", nb, score=5)
+    add("edited_locked_imports_cell", nb, score=FULL)
     add("syntax_error", with_solution_code("lab00", {}, first="def greedy_token(logits:\n    return 0\n"),
         score=0, problem="syntax error")
     add("runtime_error_after_def", with_solution_code("lab00", {}, first=GOOD + "\nundefined_name + 1\n"),
-        score=5, problem="NameError")
+        score=FULL, problem="NameError")
     raw = _nb_json(with_solution_code("lab00", {}, first=GOOD))
     for c in raw["cells"]:
         if c["cell_type"] == "markdown":
             c["metadata"] = "not a dict"
-    add("odd_metadata", raw, score=5)
+    add("odd_metadata", raw, score=FULL)
     return out
 
 
