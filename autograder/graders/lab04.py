@@ -16,6 +16,8 @@ changed_positions(model, input_ids, other_ids, atol=1e-5)
   | `> atol` is strict, and atol is honoured           | atol_is_a_strict_bound                             |
   | [] when nothing changes                            | identical_inputs_change_nothing                    |
   | ValueError naming `other_ids` on a shape mismatch  | rejects_mismatched_shapes                          |
+  | ValueError naming input_ids / other_ids (not (1, T)| rejects_bad_ids_and_atol                           |
+  |   long) and atol (negative, NaN, inf)              |                                                    |
   | inputs not modified; list of Python ints           | every value case                                   |
 generate_uncached(model, input_ids, max_new_tokens, eos_token_id=None)
   | greedy argmax of the last position                 | toy_model_8_tokens, tiny_model_greedy              |
@@ -23,6 +25,8 @@ generate_uncached(model, input_ids, max_new_tokens, eos_token_id=None)
   | EOS included, then stop                            | stops_at_eos                                       |
   | ValueError naming `max_new_tokens` and its value,  | rejects_bad_max_new_tokens                         |
   |   before any model call                            |                                                    |
+  | the same for input_ids (1-D, float, empty) and     | rejects_bad_prompt_and_eos                         |
+  |   eos_token_id (-1, True)                          |                                                    |
 generate_cached(decoder, input_ids, max_new_tokens, eos_token_id=None, on_token=None)
   | same tokens as generate_uncached (and on reuse)    | matches_uncached_on_toy, tiny_model_same_tokens_.. |
   | one prefill (whole prompt), one-token decodes      | one_prefill_then_single_token_decodes              |
@@ -30,12 +34,14 @@ generate_cached(decoder, input_ids, max_new_tokens, eos_token_id=None, on_token=
   | EOS included, then stop                            | stops_at_eos, tiny_model_tool_call_ends_on_eos     |
   | on_token before the next decode                    | streams_each_token_before_next_step                |
   | ValueError naming `max_new_tokens`, no model call  | rejects_bad_max_new_tokens                         |
+  | ... input_ids and eos_token_id, no model call      | rejects_bad_prompt_and_eos                         |
 latency_metrics(arrival_time, token_times)
   | ttft, tpot = span / (n - 1), e2e                   | five_evenly_spaced_tokens, uneven_gaps             |
   | arrival not at 0; a tuple of times is accepted     | uneven_gaps                                        |
   | tpot None for one token                            | one_token_has_no_tpot                              |
-  | equal consecutive times allowed                    | equal_timestamps_allowed                           |
-  | rejects: empty / going back / before arrival /     | rejects_empty_token_times, rejects_time_going_back,|
+  | equal consecutive times allowed; first == arrival  | equal_timestamps_allowed                           |
+  | rejects: empty / going back (at any index) /       | rejects_empty_token_times, rejects_time_going_back,|
+  |   before arrival /                                 |                                                    |
   |   negative arrival / NaN and +-inf, anywhere       | rejects_token_before_arrival, rejects_negative_..,|
   |                                                    | rejects_nan_timestamp                              |
 serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eos_token_id=None)
@@ -221,6 +227,23 @@ def _changed_tiny(where, hint):
 _BAD_SHAPE = Input("ids of 4 and of 3 tokens", lambda: (ToyCausalLM(), ids([1, 2, 3, 4]), ids([1, 2, 3]), 1e-5))
 
 
+BAD_CHANGED = [
+    ("input_ids", Input("1-D input_ids", lambda: (ToyCausalLM(), torch.tensor([1, 2, 3]), ids([1, 2, 3]), 1e-5))),
+    ("other_ids", Input("float other_ids", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 3]).float(), 1e-5))),
+    ("atol", Input("atol=-1.0", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 4]), -1.0))),
+    ("atol", Input("atol=nan", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 4]), float("nan")))),
+    ("atol", Input("atol=inf", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 4]), float("inf")))),
+]
+
+
+def _judge_bad_changed(recs):
+    for (param, inp), rec in zip(BAD_CHANGED, recs):
+        call = f"changed_positions(model, ...) with {inp.label}"
+        reference_rejects(ref.changed_positions, inp.args(), {}, call)
+        rejects(rec, call, param, None, "Validate both id tensors ((1, T) long) and atol (finite, >= 0) before "
+                                        "calling the model; name the parameter in the ValueError.", show_value=False)
+
+
 def _judge_bad_shape(recs):
     reference_rejects(ref.changed_positions, _BAD_SHAPE.args(), {}, "changed_positions(model, (1, 4), (1, 3))")
     rejects(recs[0], "changed_positions(model, (1, 4) ids, (1, 3) ids)", "other_ids", ids([1, 2, 3]),
@@ -247,6 +270,8 @@ CHANGED = Test(LAB, "changed_positions_shows_causality",
                         f"exactly atol={STRICT_ATOL} and must be left out. Use the atol you are given.",
                         STRICT_ATOL)),
     Case("rejects_mismatched_shapes", 1, call_probe("changed_positions", [_BAD_SHAPE]), _judge_bad_shape),
+    Case("rejects_bad_ids_and_atol", 1, call_probe("changed_positions", [i for _, i in BAD_CHANGED]),
+         _judge_bad_changed),
 ))
 
 
@@ -315,6 +340,39 @@ def _judge_bad_max_new(fn_name, max_new):
     return judge
 
 
+BAD_GENERATION = [   # (param, shown value, input_ids, eos_token_id)
+    ("input_ids", "a 1-D prompt", lambda: torch.tensor(TOY_PROMPT), None),
+    ("input_ids", "a float prompt", lambda: ids(TOY_PROMPT).float(), None),
+    ("input_ids", "an empty (1, 0) prompt", lambda: torch.zeros(1, 0, dtype=torch.long), None),
+    ("eos_token_id", "eos_token_id=-1", lambda: ids(TOY_PROMPT), -1),
+    ("eos_token_id", "eos_token_id=True", lambda: ids(TOY_PROMPT), True),
+]
+
+
+def _probe_bad_generation(fn_name):
+    def probe(ns):
+        fn, out = function(ns, fn_name), []
+        for _, _, make, eos in BAD_GENERATION:
+            model = Recorder(ToyCausalLM())
+            rec = record(fn, (model, make(), 4, eos))
+            rec["events"] = model.events
+            out.append(rec)
+        return out
+    return probe
+
+
+def _judge_bad_generation(fn_name):
+    def judge(recs):
+        for (param, label, make, eos), rec in zip(BAD_GENERATION, recs):
+            call = f"{fn_name}(model, ...) with {label}"
+            reference_rejects(getattr(ref, fn_name), (ToyCausalLM(), make(), 4, eos), {}, call)
+            rejects(rec, call, param, make() if param == "input_ids" else eos,
+                    f"Validate `{param}` before any model call and raise ValueError naming it and showing the "
+                    "value (for a tensor, its shape or dtype).")
+            _no_calls(rec, call, param)
+    return judge
+
+
 UNCACHED = Test(LAB, "generate_uncached_recomputes",
                 "generate_uncached: greedy tokens, one full forward per new token", (
     Case("toy_model_8_tokens", 1, _probe_uncached(TOY_PROMPT, 8),
@@ -332,6 +390,8 @@ UNCACHED = Test(LAB, "generate_uncached_recomputes",
                                 hint="The model returns logits (1, T, V); the next token comes from row -1.")),
     Case("rejects_bad_max_new_tokens", 1, _probe_bad_max_new("generate_uncached", 0),
          _judge_bad_max_new("generate_uncached", 0)),
+    Case("rejects_bad_prompt_and_eos", 1, _probe_bad_generation("generate_uncached"),
+         _judge_bad_generation("generate_uncached")),
 ))
 
 
@@ -438,6 +498,8 @@ CACHED = Test(LAB, "generate_cached_prefills_once",
     Case("tiny_model_tool_call_ends_on_eos", 1, _probe_cached_tiny(48, True), _judge_cached_tiny(48, True)),
     Case("rejects_bad_max_new_tokens", 1, _probe_bad_max_new("generate_cached", -1),
          _judge_bad_max_new("generate_cached", -1)),
+    Case("rejects_bad_prompt_and_eos", 1, _probe_bad_generation("generate_cached"),
+         _judge_bad_generation("generate_cached")),
 ))
 
 
@@ -510,10 +572,12 @@ METRICS = Test(LAB, "latency_metrics_ttft_tpot", "latency_metrics: TTFT, TPOT an
     _metrics_case("five_evenly_spaced_tokens", _TPOT_HINT, (1.0, [1.5, 1.75, 2.0, 2.25, 2.5]), visible=True),
     _metrics_case("uneven_gaps", _TPOT_HINT, (0.0, [0.8, 0.9, 1.4, 1.45]), (7.5, (8.0, 8.125, 9.0))),
     _metrics_case("one_token_has_no_tpot", _TPOT_HINT, (2.0, [2.5])),
-    _metrics_case("equal_timestamps_allowed", "Non-decreasing means equal times are allowed: reject only a time "
-                  "that goes BACK.", (3.0, [3.5, 3.5, 3.5])),
+    _metrics_case("equal_timestamps_allowed", "Non-decreasing means equal times are allowed (a first token at "
+                  "the arrival time too): reject only a time that goes BACK.", (3.0, [3.5, 3.5, 3.5]),
+                  (4.0, [4.0, 4.25])),
     _metrics_rejects("rejects_empty_token_times", "token_times", (0.0, [], [])),
-    _metrics_rejects("rejects_time_going_back", "token_times", (0.0, [0.5, 0.75, 0.625], 0.625)),
+    _metrics_rejects("rejects_time_going_back", "token_times", (0.0, [0.5, 0.75, 0.625], 0.625),
+                     (0.0, [0.75, 0.5], 0.5)),
     _metrics_rejects("rejects_negative_arrival", "arrival_time", (-1.5, [0.5], -1.5)),
     _metrics_rejects("rejects_token_before_arrival", "token_times", (2.0, [1.75, 2.5], 1.75)),
     _metrics_rejects("rejects_nan_timestamp", "token_times", (0.0, [0.5, NAN], NAN), (0.0, [0.5, INF], INF),

@@ -19,11 +19,15 @@ def _validate(input_ids, max_new_tokens, eos_token_id):
 
 
 def changed_positions(model, input_ids, other_ids, atol=1e-5):
+    for name, ids in (("input_ids", input_ids), ("other_ids", other_ids)):
+        if not (isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[0] == 1 and ids.shape[1] > 0
+                and ids.dtype == torch.long):
+            raise ValueError(f"`{name}` must be a (1, T) long tensor, got {ids!r}.")
     if tuple(other_ids.shape) != tuple(input_ids.shape):
         raise ValueError(f"`other_ids` has shape {tuple(other_ids.shape)}; it must match "
                          f"`input_ids` {tuple(input_ids.shape)}.")
-    if not (isinstance(atol, (int, float)) and atol >= 0):
-        raise ValueError(f"`atol` must be >= 0, got {atol!r}.")
+    if not (type(atol) in (int, float) and math.isfinite(atol) and atol >= 0):
+        raise ValueError(f"`atol` must be a finite number >= 0, got {atol!r}.")
     rows_a, rows_b = model(input_ids)[0].tolist(), model(other_ids)[0].tolist()
     return [t for t, (ra, rb) in enumerate(zip(rows_a, rows_b))
             if max(abs(x - y) for x, y in zip(ra, rb)) > atol]
