@@ -40,12 +40,15 @@ STUB = '''def clip_logits(logits, limit):
     """
 '''
 
-SOLUTION_BODY = '''    ### BEGIN SOLUTION
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
-        raise ValueError(f"`limit` must be a finite number > 0, got {limit!r}.")
-    return logits.clamp(-limit, limit)
-    ### END SOLUTION
-'''
+# The nbgrader markers are assembled, so this file never holds them literally (release and
+# bundle leak scans look for them in everything that ships).
+BEGIN, END = "### BEGIN", "### END"
+SOLUTION_BODY = (f"    {BEGIN} SOLUTION\n"
+                 "    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) "
+                 "or limit <= 0:\n"
+                 "        raise ValueError(f\"`limit` must be a finite number > 0, got {limit!r}.\")\n"
+                 "    return logits.clamp(-limit, limit)\n"
+                 f"    {END} SOLUTION\n")
 
 
 def _cell(kind, source, grade_id, *, grade=False, solution=False, locked=True, points=None):
@@ -64,9 +67,9 @@ def notebook(lab: str, title: str) -> dict:
     test = (f'"""clip_logits: visible check on one fixture; hidden: a batch, masked tokens, bad limits."""\n'
             f'from autograder.kernel import check, grade\n'
             f'check("{lab}", "clip_logits_clips", globals())\n'
-            f'### BEGIN HIDDEN TESTS\n'
+            f'{BEGIN} HIDDEN TESTS\n'
             f'grade("{lab}", "clip_logits_clips", globals())\n'
-            f'### END HIDDEN TESTS')
+            f'{END} HIDDEN TESTS')
     cells = [
         _cell("markdown", f"# Lab {number} — {title}\n\nWhat this lab is about, in two or three sentences, "
                           "and what the learner will be able to do at the end.", "intro"),
