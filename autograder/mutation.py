@@ -84,6 +84,10 @@ def _mutants(module) -> list[tuple[int, str]]:
     out = []
     for mid in list_mutations(Context(source=source, filename=module.__file__)):
         mutated, n = mutate(Context(source=source, mutation_id=mid, filename=module.__file__))
+        try:
+            compile(mutated, module.__file__, "exec")
+        except SyntaxError:  # mutmut can produce code that does not parse (e.g. `**` -> `*` in a dict)
+            continue
         if n:
             out.append((mid.line_number + 1, mutated))
     return out
