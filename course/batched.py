@@ -21,8 +21,10 @@ logits up to float rounding (the tests hold them within 1e-4 on the tiny model).
 How it plugs into course.decoder: the decoder reads `kv.length` once (where the new
 tokens start) and calls `kv.append(layer, k, v)` once per layer. _BatchView is that
 cache for the whole batch: it writes each row's real new keys/values into the row's
-own PagedKVCache and hands back every row's keys/values, right-aligned in one padded
-tensor. The decoder never knows the rows live in different blocks of one pool.
+own cache and hands back every row's keys/values, right-aligned in one padded tensor.
+When every row is a PagedKVCache on one pool (the engine's case), _PagedBatchView does
+the same with one indexed store and one indexed gather per layer for the whole batch
+instead of a loop over rows. The decoder never knows the rows live in different blocks.
 
     batch view, 3 rows, width T = 6 (p = pad, c = cached, n = new):
         row 0  p p p c c n        decode: 2 cached + 1 new
@@ -216,6 +218,46 @@ class _BatchView:
         return k_all, v_all
 
 
+class _PagedBatchView:
+    """_BatchView for rows that all live in one KVPool, without a Python loop per row and
+    layer: every row's new keys/values are written with one indexed store, and every
+    row's keys/values read back, padded, with one indexed gather per layer.
+
+    blk, slot (B, T): where key column j of row i lives in the pool (pad columns point
+    at some slot; they are masked, so what they hold never counts).
+    """
+
+    def __init__(self, caches, past: list[int], n_new: list[int], width: int, t: int) -> None:
+        self.caches, self.n_new = caches, n_new
+        self.pool = pool = caches[0].pool
+        self.length = width - t
+        bs, B = pool.block_size, len(caches)
+        blk = torch.zeros(B, width, dtype=torch.long)
+        slot = torch.zeros(B, width, dtype=torch.long)
+        new = torch.zeros(B, t, dtype=torch.bool)              # real new tokens among the t query columns
+        for i, (cache, p, n) in enumerate(zip(caches, past, n_new)):
+            cache.reserve(n)                                   # blocks first: may raise OutOfBlocks, nothing written
+            pos = torch.arange(p + n)
+            table = torch.tensor(cache.block_table, dtype=torch.long)
+            blk[i, width - p - n:] = table[pos // bs]
+            slot[i, width - p - n:] = pos % bs
+            new[i, t - n:] = True
+        device = pool.device
+        self.blk, self.slot, self.new = blk.to(device), slot.to(device), new.to(device)
+        self.write_blk = self.blk[:, width - t:][self.new]     # (n_total,)
+        self.write_slot = self.slot[:, width - t:][self.new]
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        out = []
+        for buf, x in ((self.pool.k[layer], k), (self.pool.v[layer], v)):
+            slots = buf.permute(0, 2, 1, 3)                                  # (N, bs, H, D) view of the pool
+            slots[self.write_blk, self.write_slot] = x.permute(0, 2, 1, 3)[self.new]   # (n_total, H, D)
+            out.append(slots[self.blk, self.slot].permute(0, 2, 1, 3))        # (B, H, T, D)
+        for cache, n in zip(self.caches, self.n_new):
+            cache.filled[layer] += n
+        return out[0], out[1]
+
+
 class BatchedDecoder:
     """A course.decoder.CourseDecoder that runs many paged-cache requests in one forward."""
 
@@ -251,7 +293,10 @@ class BatchedDecoder:
         for i, (row, p, n) in enumerate(zip(rows, past, n_new)):
             ids[i, t - n:] = torch.tensor(row[p:], dtype=torch.long)
             mask[i, width - p - n:] = True
-        view = _BatchView(list(caches), n_new, width, t)
+        caches = list(caches)
+        paged = all(type(c) is PagedKVCache and c.pool is caches[0].pool for c in caches) \
+            and caches[0].pool.dtype == self.decoder.wte.weight.dtype
+        view = _PagedBatchView(caches, past, n_new, width, t) if paged else _BatchView(caches, n_new, width, t)
         logits = self.decoder._run(ids.to(device), view, mask.to(device))   # (B, t, V)
         return logits[:, -1, :]                                          # (B, V): each row's last token
 

@@ -172,3 +172,20 @@ def test_simulated_cost_charges_fixed_plus_per_token():
     with pytest.raises(ValueError, match="`per_token` must be"):
         SimulatedCost(scripted(), clock, 1.0, -1)
     assert math.isfinite(clock())
+
+
+def test_any_course_cache_works_through_the_generic_view(decoder, prompts):
+    """Caches that are not on one KVPool (here the growing KVCache) go through the
+    per-row path and give the same tokens as the paged path."""
+    from course.kv_cache import KVCache
+    model = BatchedDecoder(decoder)
+    rows = [prompts[0], prompts[3], prompts[5]]
+    growing = [KVCache(decoder.config.n_layer) for _ in rows]
+    pool = model.new_pool(num_blocks=40, block_size=4)
+    paged = [PagedKVCache(pool) for _ in rows]
+    a, b = model.forward_batch(rows, growing), model.forward_batch(rows, paged)
+    assert (a - b).abs().max().item() < ATOL
+    nxt = [r + [int(t)] for r, t in zip(rows, a.argmax(-1))]
+    a, b = model.forward_batch(nxt, growing), model.forward_batch(nxt, paged)
+    assert a.argmax(-1).tolist() == b.argmax(-1).tolist()
+    assert [c.length for c in growing] == [c.length for c in paged] == [len(r) for r in nxt]
