@@ -233,6 +233,9 @@ class PagedKVCache:
     slot p % block_size. Blocks are taken when the first layer's tokens need them
     and returned by release(). An append the pool cannot serve raises OutOfBlocks
     and leaves the cache as it was.
+
+    filled: tokens written per layer (a list). course.batched writes several caches
+    in one forward straight into the pool, after reserve(), and advances it.
     """
 
     def __init__(self, pool: KVPool) -> None:
