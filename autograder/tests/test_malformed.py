@@ -1,6 +1,6 @@
 """Broken or unusual notebooks: a clear message, and 0 only for the parts affected.
 
-Decision (documented in autograder/isolation.py `prepare`): cells run one at a time, so
+Decision (documented in autograder/notebook.py, the one cell pipeline): cells run one at a time, so
 a syntax error or an exception in one solution cell costs only the tests of what that
 cell defines; a notebook that is not a readable nbformat-4 notebook gets 0 everywhere
 with one message; the release's locked setup cells replace the student's (as nbgrader's
