@@ -14,7 +14,7 @@ changed_positions(model, input_ids, other_ids, atol=1e-5)
   | every position whose logits row differs            | tiny_model_change_middle_token, change_last_token  |
   | compares logits, not the argmax                    | non_causal_model_changes_everywhere                |
   | `> atol` is strict, and atol is honoured           | atol_is_a_strict_bound                             |
-  | [] when nothing changes                            | identical_inputs_change_nothing                    |
+  | [] when nothing changes (atol=0.0 is valid)        | identical_inputs_change_nothing                    |
   | ValueError naming `other_ids` on a shape mismatch  | rejects_mismatched_shapes                          |
   | ValueError naming input_ids / other_ids (not (1, T)| rejects_bad_ids_and_atol                           |
   |   long) and atol (negative, NaN, inf)              |                                                    |
@@ -23,9 +23,11 @@ generate_uncached(model, input_ids, max_new_tokens, eos_token_id=None)
   | greedy argmax of the last position                 | toy_model_8_tokens, tiny_model_greedy              |
   | one call per token, fed the whole sequence         | feeds_whole_sequence_each_call, one_new_token      |
   | EOS included, then stop                            | stops_at_eos                                       |
-  | ValueError naming `max_new_tokens` and its value,  | rejects_bad_max_new_tokens                         |
-  |   before any model call                            |                                                    |
-  | the same for input_ids (1-D, float, empty) and     | rejects_bad_prompt_and_eos                         |
+  | ValueError naming `max_new_tokens` (0, True, 2.5)  | rejects_bad_max_new_tokens                         |
+  |   and its value, before any model call             |                                                    |
+  | a one-token prompt is valid                        | one_new_token                                      |
+  | the same for input_ids (1-D, float, empty, a batch,| rejects_bad_prompt_and_eos                         |
+  |   a list) and                                      |                                                    |
   |   eos_token_id (-1, True)                          |                                                    |
 generate_cached(decoder, input_ids, max_new_tokens, eos_token_id=None, on_token=None)
   | same tokens as generate_uncached (and on reuse)    | matches_uncached_on_toy, tiny_model_same_tokens_.. |
@@ -42,7 +44,7 @@ latency_metrics(arrival_time, token_times)
   | equal consecutive times allowed; first == arrival  | equal_timestamps_allowed                           |
   | rejects: empty / going back (at any index) /       | rejects_empty_token_times, rejects_time_going_back,|
   |   before arrival /                                 |                                                    |
-  |   negative arrival / NaN and +-inf, anywhere       | rejects_token_before_arrival, rejects_negative_..,|
+  |   negative arrival / NaN, +-inf or a bool, anywhere| rejects_token_before_arrival, rejects_negative_..,|
   |                                                    | rejects_nan_timestamp                              |
 serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eos_token_id=None)
   | token times read on `clock` (which starts at 10)   | token_times_on_the_clock                           |
@@ -233,6 +235,7 @@ BAD_CHANGED = [
     ("atol", Input("atol=-1.0", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 4]), -1.0))),
     ("atol", Input("atol=nan", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 4]), float("nan")))),
     ("atol", Input("atol=inf", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 4]), float("inf")))),
+    ("atol", Input("atol=True", lambda: (ToyCausalLM(), ids([1, 2, 3]), ids([1, 2, 4]), True))),
 ]
 
 
@@ -258,8 +261,9 @@ CHANGED = Test(LAB, "changed_positions_shows_causality",
          visible=True),
     Case("change_last_token", 1,
          *_changed_tiny("last", "Only the last position can see the last token; include position T-1.")),
-    Case("identical_inputs_change_nothing", 1, _probe_changed(ToyCausalLM, TOY_PROMPT, TOY_PROMPT),
-         _judge_changed(ToyCausalLM, TOY_PROMPT, TOY_PROMPT, "Equal inputs give equal logits: return [].")),
+    Case("identical_inputs_change_nothing", 1, _probe_changed(ToyCausalLM, TOY_PROMPT, TOY_PROMPT, 0.0),
+         _judge_changed(ToyCausalLM, TOY_PROMPT, TOY_PROMPT, "Equal inputs give equal logits: return [] "
+                                                             "(atol=0.0 is allowed: exact comparison).", 0.0)),
     Case("non_causal_model_changes_everywhere", 1, _probe_changed(ToyBidirectionalLM, TOY_PROMPT, _TOY_B),
          _judge_changed(ToyBidirectionalLM, TOY_PROMPT, _TOY_B,
                         "Compare the logits themselves, not the argmax: here every position's logits move a "
@@ -322,21 +326,25 @@ def _judge_uncached_calls(tokens, max_new, eos=None):
     return judge
 
 
-def _probe_bad_max_new(fn_name, max_new):
+def _probe_bad_max_new(fn_name, *values):
     def probe(ns):
-        model = Recorder(ToyCausalLM())
-        rec = record(function(ns, fn_name), (model, ids(TOY_PROMPT), max_new, None))
-        rec["events"] = model.events
-        return rec
+        out = []
+        for max_new in values:
+            model = Recorder(ToyCausalLM())
+            rec = record(function(ns, fn_name), (model, ids(TOY_PROMPT), max_new, None))
+            rec["events"] = model.events
+            out.append(rec)
+        return out
     return probe
 
 
-def _judge_bad_max_new(fn_name, max_new):
-    def judge(rec):
-        call = f"{fn_name}(model, prompt, {max_new!r})"
-        reference_rejects(getattr(ref, fn_name), (ToyCausalLM(), ids(TOY_PROMPT), max_new, None), {}, call)
-        rejects(rec, call, "max_new_tokens", max_new)
-        _no_calls(rec, call, "max_new_tokens")
+def _judge_bad_max_new(fn_name, *values):
+    def judge(recs):
+        for max_new, rec in zip(values, recs):
+            call = f"{fn_name}(model, prompt, {max_new!r})"
+            reference_rejects(getattr(ref, fn_name), (ToyCausalLM(), ids(TOY_PROMPT), max_new, None), {}, call)
+            rejects(rec, call, "max_new_tokens", max_new)
+            _no_calls(rec, call, "max_new_tokens")
     return judge
 
 
@@ -344,6 +352,8 @@ BAD_GENERATION = [   # (param, shown value, input_ids, eos_token_id)
     ("input_ids", "a 1-D prompt", lambda: torch.tensor(TOY_PROMPT), None),
     ("input_ids", "a float prompt", lambda: ids(TOY_PROMPT).float(), None),
     ("input_ids", "an empty (1, 0) prompt", lambda: torch.zeros(1, 0, dtype=torch.long), None),
+    ("input_ids", "a (2, T) batch", lambda: torch.cat([ids(TOY_PROMPT), ids(TOY_PROMPT)]), None),
+    ("input_ids", "a list of ids", lambda: [list(TOY_PROMPT)], None),
     ("eos_token_id", "eos_token_id=-1", lambda: ids(TOY_PROMPT), -1),
     ("eos_token_id", "eos_token_id=True", lambda: ids(TOY_PROMPT), True),
 ]
@@ -381,15 +391,15 @@ UNCACHED = Test(LAB, "generate_uncached_recomputes",
          visible=True),
     Case("feeds_whole_sequence_each_call", 1, _probe_uncached(TOY_PROMPT, 5), _judge_uncached_calls(TOY_PROMPT, 5),
          visible=True),
-    Case("one_new_token", 1, _probe_uncached(TOY_PROMPT, 1), _judge_uncached_calls(TOY_PROMPT, 1)),
+    Case("one_new_token", 1, _probe_uncached(TOY_PROMPT[:1], 1), _judge_uncached_calls(TOY_PROMPT[:1], 1)),
     Case("stops_at_eos", 1, _probe_uncached(TOY_EOS_PROMPT, 12, TOY_EOS),
          _judge_uncached_tokens(TOY_EOS_PROMPT, 12, TOY_EOS,
                                 hint="Append the EOS token to the output, then stop; do not generate past it.")),
     Case("tiny_model_greedy", 1, _probe_uncached(None, 10, shipped=True),
          _judge_uncached_tokens(None, 10, shipped=True,
                                 hint="The model returns logits (1, T, V); the next token comes from row -1.")),
-    Case("rejects_bad_max_new_tokens", 1, _probe_bad_max_new("generate_uncached", 0),
-         _judge_bad_max_new("generate_uncached", 0)),
+    Case("rejects_bad_max_new_tokens", 1, _probe_bad_max_new("generate_uncached", 0, True, 2.5),
+         _judge_bad_max_new("generate_uncached", 0, True, 2.5)),
     Case("rejects_bad_prompt_and_eos", 1, _probe_bad_generation("generate_uncached"),
          _judge_bad_generation("generate_uncached")),
 ))
@@ -496,8 +506,8 @@ CACHED = Test(LAB, "generate_cached_prefills_once",
                                   "call that computes the next one.")),
     Case("tiny_model_same_tokens_as_uncached", 2, _probe_cached_tiny(16, False), _judge_cached_tiny(16, False)),
     Case("tiny_model_tool_call_ends_on_eos", 1, _probe_cached_tiny(48, True), _judge_cached_tiny(48, True)),
-    Case("rejects_bad_max_new_tokens", 1, _probe_bad_max_new("generate_cached", -1),
-         _judge_bad_max_new("generate_cached", -1)),
+    Case("rejects_bad_max_new_tokens", 1, _probe_bad_max_new("generate_cached", -1, True, 2.5),
+         _judge_bad_max_new("generate_cached", -1, True, 2.5)),
     Case("rejects_bad_prompt_and_eos", 1, _probe_bad_generation("generate_cached"),
          _judge_bad_generation("generate_cached")),
 ))
@@ -581,7 +591,7 @@ METRICS = Test(LAB, "latency_metrics_ttft_tpot", "latency_metrics: TTFT, TPOT an
     _metrics_rejects("rejects_negative_arrival", "arrival_time", (-1.5, [0.5], -1.5)),
     _metrics_rejects("rejects_token_before_arrival", "token_times", (2.0, [1.75, 2.5], 1.75)),
     _metrics_rejects("rejects_nan_timestamp", "token_times", (0.0, [0.5, NAN], NAN), (0.0, [0.5, INF], INF),
-                     (0.0, [-INF, 0.5], -INF)),
+                     (0.0, [-INF, 0.5], -INF), (0.0, [0.5, True], True)),
 ))
 
 
