@@ -104,6 +104,7 @@ INPUTS = {
     "pos_inf_rows": _pos_inf_batch,
     "batch_2_3_v": _batch,
     "nan_logits": lambda: _fx("nan_logits"),
+    "one_token_vocab": lambda: torch.tensor([[0.5], [-2.0]]),  # V = 1 is a (trivial) vocabulary
     "nan_in_batch": lambda: torch.stack([_fx("peaked"), _fx("nan_logits")]),
     "all_masked_row": lambda: torch.stack([_fx("peaked"), torch.full((8,), -INF)]),
     "answer_ranked_low": lambda: _fx("answer_ranked_low"),
@@ -196,7 +197,7 @@ def _value_error(got, param, what):
 
 # ---------------------------------------------------------------- check_logits
 
-VALID_LOGITS = ("peaked", "masked_logits", "pos_inf_rows", "batch_2_3_v", "extreme_logits")
+VALID_LOGITS = ("peaked", "masked_logits", "pos_inf_rows", "batch_2_3_v", "extreme_logits", "one_token_vocab")
 
 
 def _probe_check_valid(ns):
@@ -210,6 +211,8 @@ def _probe_check_valid(ns):
 
 
 def _judge_check_valid(obs):
+    for name in VALID_LOGITS:  # the reference accepts each of them too
+        ref.check_logits(_input(name))
     for name, o in obs.items():
         if o["out"] is not None:
             raise Fail(f"check_logits should return None for valid logits ({name})", expected=None,
@@ -484,12 +487,15 @@ def _entropy_case(name, input_name, hint, *, visible=False, fixture=None):
                 fixture=fixture, hint=hint)
 
 
+BAD_PROBS = (("negative entry", torch.tensor([0.5, 0.7, -0.2])),
+             ("a row summing to 0.9", torch.tensor([[0.5, 0.5], [0.45, 0.45]])),
+             ("NaN", torch.tensor([0.5, math.nan, 0.5])))
+
+
 def _probe_bad_probs(ns):
     fn = function(ns, "entropy")
     outs = []
-    for label, p in (("negative entry", torch.tensor([0.5, 0.7, -0.2])),
-                     ("a row summing to 0.9", torch.tensor([[0.5, 0.5], [0.45, 0.45]])),
-                     ("NaN", torch.tensor([0.5, math.nan, 0.5]))):
+    for label, p in BAD_PROBS:
         try:
             outs.append({"label": label, "out": fn(p)})
         except NotImplementedError:
@@ -500,8 +506,9 @@ def _probe_bad_probs(ns):
 
 
 def _judge_bad_probs(obs):
-    for o in obs:
-        _value_error(o["out"], "probs", f"entropy of probabilities with {o['label']}")
+    for (label, p), o in zip(BAD_PROBS, obs):
+        reference_rejects(ref.entropy, (p,), {}, f"entropy of probabilities with {label}")
+        _value_error(o["out"], "probs", f"entropy of probabilities with {label}")
 
 
 # ---------------------------------------------------------------- run_experiment
@@ -571,13 +578,18 @@ def _record_case(name, fixture, *, visible=False, hint=RECORD_HINT, **kwargs):
                 visible=visible, fixture=fixture, hint=hint)
 
 
+BAD_RUN_ARGS = (("max_tokens", {"temperature": 0.0, "seed": None, "max_tokens": 0}),
+                ("max_tokens", {"temperature": 1.0, "seed": 1, "max_tokens": 2.5}),
+                ("max_tokens", {"temperature": 0.0, "seed": None, "max_tokens": True}),
+                ("seed", {"temperature": 1.0, "seed": None, "max_tokens": 3}),
+                ("seed", {"temperature": 1.0, "seed": True, "max_tokens": 3}),
+                ("temperature", {"temperature": -0.5, "seed": 1, "max_tokens": 3}))
+
+
 def _probe_bad_run_args(ns):
     fn = function(ns, "run_experiment")
     outs = []
-    for param, kwargs in (("max_tokens", {"temperature": 0.0, "seed": None, "max_tokens": 0}),
-                          ("max_tokens", {"temperature": 1.0, "seed": 1, "max_tokens": 2.5}),
-                          ("seed", {"temperature": 1.0, "seed": None, "max_tokens": 3}),
-                          ("temperature", {"temperature": -0.5, "seed": 1, "max_tokens": 3})):
+    for param, kwargs in BAD_RUN_ARGS:
         try:
             rec = fn(course.ScriptedModel("eos_at_step_3"), **kwargs)
             outs.append({"param": param, "kwargs": repr(kwargs), "out": f"returned a {type(rec).__name__}"})
@@ -589,8 +601,10 @@ def _probe_bad_run_args(ns):
 
 
 def _judge_bad_run_args(obs):
-    for o in obs:
-        _value_error(o["out"], o["param"], f"run_experiment(model, **{o['kwargs']})")
+    for (param, kwargs), o in zip(BAD_RUN_ARGS, obs):
+        call = f"run_experiment(model, **{kwargs!r})"
+        reference_rejects(ref.run_experiment, (course.ScriptedModel("eos_at_step_3"),), kwargs, call)
+        _value_error(o["out"], param, call)
 
 
 # ---------------------------------------------------------------- seeded sampling
@@ -732,6 +746,9 @@ def _judge_best(input_name, token_id, temperatures, hint):
         # near-ties (within float noise) may go either way; exact ties go to the first in the list
         ok = [tt for i, tt in enumerate(temperatures)
               if probs[i] >= best - 1e-6 and probs.index(probs[i]) == i]
+        if ref.best_temperature_for_token(x, token_id, list(temperatures))["temperature"] not in ok:
+            raise Fail("grader error: the reference's choice is not among the best temperatures",
+                       hint="This is a fault in the grader, not in your code: tell the course staff.")
         if t not in ok:
             raise Fail("picked the wrong temperature", expected=first_best, got=t, hint=hint)
         if abs(p - probs[temperatures.index(t)]) > 1e-5:
@@ -748,11 +765,14 @@ def _best_case(name, input_name, token_id, hint, *, visible=False, fixture=SAME,
                 fixture=input_name if fixture == SAME else fixture, hint=hint)
 
 
+BAD_BEST = (("token_id", (9, [1.0])), ("token_id", (-1, [1.0])), ("token_id", (True, [1.0])),
+            ("temperatures", (3, [])), ("temperatures", (3, 1.0)), ("temperature", (3, [1.0, -2.0])))
+
+
 def _probe_bad_best(ns):
     fn = function(ns, "best_temperature_for_token")
     outs = []
-    for param, args in (("token_id", (9, [1.0])), ("token_id", (-1, [1.0])),
-                        ("temperatures", (3, [])), ("temperature", (3, [1.0, -2.0]))):
+    for param, args in BAD_BEST:
         try:
             outs.append({"param": param, "args": repr(args), "out": fn(_input("answer_ranked_low"), *args)})
         except NotImplementedError:
@@ -763,8 +783,10 @@ def _probe_bad_best(ns):
 
 
 def _judge_bad_best(obs):
-    for o in obs:
-        _value_error(o["out"], o["param"], f"best_temperature_for_token(logits, *{o['args']})")
+    for (param, args), o in zip(BAD_BEST, obs):
+        call = f"best_temperature_for_token(logits, *{args!r})"
+        reference_rejects(ref.best_temperature_for_token, (_input("answer_ranked_low"), *args), {}, call)
+        _value_error(o["out"], param, call)
 
 
 # ---------------------------------------------------------------- the tests
@@ -776,9 +798,9 @@ THE_MASKED = 1   # ' the' in masked_logits is -inf
 TESTS = [
     CHECK_TESTS,
     Test(LAB, "softmax_is_stable", "softmax over the last dim: stable, +-inf rules, NaN rejected",
-         _stable_cases("softmax", ref.softmax, SOFTMAX_HINTS, atol=1e-6, rtol=1e-5)),
+         _stable_cases("softmax", lambda x: ref.softmax(x), SOFTMAX_HINTS, atol=1e-6, rtol=1e-5)),
     Test(LAB, "log_softmax_is_stable", "log_softmax = x - max - logsumexp: finite where softmax is positive",
-         _stable_cases("log_softmax", ref.log_softmax, LOG_SOFTMAX_HINTS, atol=1e-5, rtol=1e-5)),
+         _stable_cases("log_softmax", lambda x: ref.log_softmax(x), LOG_SOFTMAX_HINTS, atol=1e-5, rtol=1e-5)),
     Test(LAB, "greedy_token_ids_break_ties_low", "greedy_token_ids: argmax over the last dim, lowest id on ties", (
         _greedy_case("peaked_argmax", "peaked", "The greedy id is the index of the largest logit (torch.argmax "
                      "over dim=-1).", visible=True),
@@ -836,7 +858,7 @@ TESTS = [
     )),
     Test(LAB, "experiment_record_filled", "run_experiment returns a filled ExperimentRecord with the right finish reason", (
         _record_case("greedy_stops_on_eos", "eos_at_step_3", visible=True, temperature=0.0, seed=None, max_tokens=8),
-        _record_case("length_when_max_tokens_reached", "eos_at_step_3", temperature=0.0, seed=None, max_tokens=2,
+        _record_case("length_when_max_tokens_reached", "eos_at_step_3", temperature=0.0, seed=None, max_tokens=1,
                      hint="Stop after max_tokens tokens with finish_reason `length`; call the model no more."),
         _record_case("eos_on_last_allowed_token_is_stop", "eos_at_step_3", temperature=0.0, seed=None, max_tokens=4,
                      hint="EOS as the last allowed token is still `stop`: check EOS before max_tokens."),
