@@ -35,14 +35,31 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 TIMEOUT_S = 60.0
 
-# What to mutate per lab, as (module, file): the reference, and the course module it
-# re-exports (whose functions ARE the reference there). Re-exporting modules listed after.
+# What to mutate per lab: the reference, or the course module it re-exports (whose
+# functions ARE the reference there).
 TARGETS = {
     "lab00": ["autograder.reference.lab00"],
     "lab01": ["autograder.reference.lab01"],
-    "lab02": ["course.sampling", "autograder.reference.lab02"],
+    "lab02": ["course.sampling"],
     "lab03": ["course.generation", "autograder.reference.lab03"],
     "lab04": ["autograder.reference.lab04"],
+}
+# Modules that bind names from a mutated module at import: executed again after each
+# mutation so they (and the judges through them) see the mutant.
+REBIND = {
+    "lab02": ["autograder.reference.lab02"],
+    "lab03": ["course.acceptance", "autograder.reference.lab03"],
+}
+# In a course module only the functions the judges compute expected values with count;
+# the rest of the module (e.g. course.generation's TextStream: lab03's stream judges use
+# an independent oracle, reference.safe_emissions) is not what a hidden case checks.
+SCOPE = {
+    "course.generation": ("validate_params", "first_stop", "holdback_length", "greedy_sampler",
+                          "seeded_sampler", "_check_input_ids", "_steps", "_start", "generate"),
+    "course.sampling": ("_is_number", "check_logits", "check_temperature", "check_top_k", "check_top_p",
+                        "check_min_tokens_to_keep", "check_generator", "_float_at_least_32",
+                        "apply_temperature", "top_k_filter", "top_p_filter", "sample_token", "processors",
+                        "filter_logits"),
 }
 
 
@@ -76,11 +93,39 @@ def _exec_into(module, source: str) -> None:
     exec(compile(source, module.__file__, "exec"), module.__dict__)
 
 
+def _scope_lines(module, source: str) -> set[int] | None:
+    """Line numbers of the top-level functions SCOPE names for `module` (None: all lines)."""
+    import ast
+    names = SCOPE.get(module.__name__)
+    if names is None:
+        return None
+    lines = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            lines |= set(range(node.lineno, node.end_lineno + 1))
+    return lines
+
+
+def is_message_mutant(diff: list[str]) -> bool:
+    """A mutation of string text only (mutmut's "XX...XX"), on a line that builds an error
+    message or a parameter name shown in one: equivalent, since judges compare the
+    student's messages, never the reference's."""
+    before = [d[1:] for d in diff if d.startswith("-")]
+    after = [d[1:] for d in diff if d.startswith("+")]
+    if len(before) != 1 or len(after) != 1 or "XX" not in after[0]:
+        return False
+    text = before[0]
+    return "raise " in text or "Error(" in text or text.lstrip().startswith(("f\"", "\"")) \
+        or "check_" in text or "_number(" in text or "name" in text
+
+
 def _mutants(module) -> list[tuple[int, str]]:
-    """(line number, mutated source) for every mutant mutmut generates in `module`'s file."""
+    """(line number, mutated source) for every mutant mutmut generates in `module`'s file
+    (inside SCOPE, when the module has one)."""
     from mutmut import Context, list_mutations, mutate
 
     source = Path(module.__file__).read_text(encoding="utf-8")
+    scope = _scope_lines(module, source)
     out = []
     for mid in list_mutations(Context(source=source, filename=module.__file__)):
         mutated, n = mutate(Context(source=source, mutation_id=mid, filename=module.__file__))
@@ -88,7 +133,7 @@ def _mutants(module) -> list[tuple[int, str]]:
             compile(mutated, module.__file__, "exec")
         except SyntaxError:  # mutmut can produce code that does not parse (e.g. `**` -> `*` in a dict)
             continue
-        if n:
+        if n and (scope is None or mid.line_number + 1 in scope):
             out.append((mid.line_number + 1, mutated))
     return out
 
@@ -102,7 +147,8 @@ def run_lab(lab: str, *, log=print) -> dict:
     if lab not in TARGETS:
         raise ValueError(f"`lab` must be one of {', '.join(TARGETS)}, got {lab!r}.")
     modules = [importlib.import_module(name) for name in TARGETS[lab]]
-    originals = {m.__name__: Path(m.__file__).read_text(encoding="utf-8") for m in modules}
+    rebind = [importlib.import_module(name) for name in REBIND.get(lab, [])]
+    originals = {m.__name__: Path(m.__file__).read_text(encoding="utf-8") for m in modules + rebind}
     ns = _solution_ns(lab)
     baseline = grade_solution(lab, ns)
     if baseline is not None:
@@ -113,8 +159,9 @@ def run_lab(lab: str, *, log=print) -> dict:
         for target in modules:
             for line, mutated in _mutants(target):
                 _exec_into(target, mutated)
-                for later in modules[modules.index(target) + 1:]:
-                    _exec_into(later, originals[later.__name__])  # re-bind names it imported
+                for later in rebind:
+                    if later is not target:
+                        _exec_into(later, originals[later.__name__])  # re-bind names it imported
                 signal.setitimer(signal.ITIMER_REAL, TIMEOUT_S)
                 try:
                     killed_by = grade_solution(lab, ns)
@@ -122,20 +169,27 @@ def run_lab(lab: str, *, log=print) -> dict:
                     killed_by = f"timeout ({TIMEOUT_S:g} s)"
                 finally:
                     signal.setitimer(signal.ITIMER_REAL, 0)
-                    for m in modules:
+                    for m in modules + [r for r in rebind if r not in modules]:
                         _exec_into(m, originals[m.__name__])
-                rows.append({"module": target.__name__, "line": line, "killed_by": killed_by,
-                             "diff": _diff(originals[target.__name__], mutated)})
+                diff = _diff(originals[target.__name__], mutated)
+                rows.append({"module": target.__name__, "line": line, "killed_by": killed_by, "diff": diff,
+                             "equivalent": None if killed_by or not is_message_mutant(diff)
+                             else "error-message text (judges never compare the reference's messages)"})
                 log(f"  {target.__name__}:{line} {'killed by ' + killed_by if killed_by else 'SURVIVED'}")
     finally:
         signal.signal(signal.SIGALRM, previous)
-        for m in modules:
+        for m in modules + [r for r in rebind if r not in modules]:
             _exec_into(m, originals[m.__name__])
     killed = sum(1 for r in rows if r["killed_by"])
+    equivalent = sum(1 for r in rows if r["equivalent"])
+    counted = len(rows) - equivalent
     return {"lab": lab, "targets": TARGETS[lab], "mutants": len(rows), "killed": killed,
-            "survived": len(rows) - killed, "score": round(killed / len(rows), 4) if rows else None,
+            "equivalent": equivalent, "survived": counted - killed,
+            "score": round(killed / counted, 4) if counted else None,
+            "raw_score": round(killed / len(rows), 4) if rows else None,
             "seconds": round(time.perf_counter() - start, 1),
-            "survivors": [r for r in rows if not r["killed_by"]], "mutants_detail": rows}
+            "survivors": [r for r in rows if not r["killed_by"] and not r["equivalent"]],
+            "equivalents": [r for r in rows if r["equivalent"]], "mutants_detail": rows}
 
 
 def main(argv=None) -> int:
@@ -151,11 +205,14 @@ def main(argv=None) -> int:
         report = run_lab(lab, log=(lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True)))
         (OUT / f"mutation_{lab}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         rows.append(report)
-        print(f"{lab}: {report['killed']}/{report['mutants']} killed ({100 * (report['score'] or 0):.1f}%), "
+        print(f"{lab}: {report['killed']} killed, {report['equivalent']} equivalent, {report['survived']} survived "
+              f"of {report['mutants']} ({100 * (report['score'] or 0):.1f}% of the non-equivalent), "
               f"{report['seconds']:.0f} s", flush=True)
-    print("\n| lab | mutants | killed | survived | score |\n| --- | --- | --- | --- | --- |")
+    print("\n| lab | mutants | killed | equivalent (message text) | survived | score | raw score |\n"
+          "| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['lab']} | {r['mutants']} | {r['killed']} | {r['survived']} | {100 * (r['score'] or 0):.1f}% |")
+        print(f"| {r['lab']} | {r['mutants']} | {r['killed']} | {r['equivalent']} | {r['survived']} | "
+              f"{100 * (r['score'] or 0):.1f}% | {100 * (r['raw_score'] or 0):.1f}% |")
     return 0
 
 

@@ -123,6 +123,11 @@ def _label(make, kwargs):
     return f"({args})"
 
 
+def _ref(name):
+    """The reference function `name`, looked up when the judge runs (not when the grader is imported)."""
+    return lambda *args, **kwargs: getattr(ref, name)(*args, **kwargs)
+
+
 def _ids(mask_row):
     return torch.nonzero(mask_row).flatten().tolist()
 
@@ -209,21 +214,21 @@ TOPK_HINT = ("Find the k-th largest value per row (torch.topk(logits, k).values[
 
 TOP_K = Test(LAB, "top_k_keeps_k_largest", "top_k_filter keeps the k largest logits of every row", (
     filter_case("keeps_k_largest", "top_k_filter", [(fx("long_tail"), dict(top_k=5)), (fx("flat"), dict(top_k=3))],
-                ref.top_k_filter, hint=TOPK_HINT, visible=True, fixture="long_tail"),
+                _ref("top_k_filter"), hint=TOPK_HINT, visible=True, fixture="long_tail"),
     filter_case("one_keeps_only_the_max", "top_k_filter", [(fx("peaked"), dict(top_k=1)),
                                                            (fx("extreme_logits"), dict(top_k=2))],
-                ref.top_k_filter, hint="top_k=1 keeps only the largest logit; compare logits, no exp() needed.",
+                _ref("top_k_filter"), hint="top_k=1 keeps only the largest logit; compare logits, no exp() needed.",
                 fixture="peaked"),
     filter_case("ties_at_kth_value_all_kept", "top_k_filter",
-                [(fx("ties"), dict(top_k=1)), (fx("uniform_row"), dict(top_k=2))], ref.top_k_filter,
+                [(fx("ties"), dict(top_k=1)), (fx("uniform_row"), dict(top_k=2))], _ref("top_k_filter"),
                 hint="The contract keeps every token EQUAL to the k-th largest value (as transformers does): "
                      "compare with `<` against the k-th value, do not take exactly k indices.", fixture="ties"),
     filter_case("k_at_least_vocab_keeps_all", "top_k_filter",
                 [(fx("flat"), dict(top_k=8)), (fx("flat"), dict(top_k=50)), (fx("masked_logits"), dict(top_k=7))],
-                ref.top_k_filter, hint="When top_k >= V, keep every token (clamp k to V before torch.topk).",
+                _ref("top_k_filter"), hint="When top_k >= V, keep every token (clamp k to V before torch.topk).",
                 fixture="flat"),
     filter_case("batch_rows_independent", "top_k_filter",
-                [(stack(fx("peaked"), fx("flat"), fx("ties")), dict(top_k=2))], ref.top_k_filter,
+                [(stack(fx("peaked"), fx("flat"), fx("ties")), dict(top_k=2))], _ref("top_k_filter"),
                 hint="Each row needs its own k-th value: keep the last dim (values[..., -1:]) so it broadcasts per row."),
     filter_case("matches_transformers", "top_k_filter",
                 [(rand(11), dict(top_k=1)), (rand(12), dict(top_k=7)), (rand(13, vocab=64), dict(top_k=63))],
@@ -234,7 +239,7 @@ TOP_K = Test(LAB, "top_k_keeps_k_largest", "top_k_filter keeps the k largest log
                  hint="Check `top_k` first: an int (not bool) >= 1, else raise "
                       "ValueError(f\"`top_k` must be an integer >= 1, got {top_k!r}.\")."),
     filter_case("input_not_modified_new_tensor", "top_k_filter",
-                [(fx("long_tail"), dict(top_k=3)), (rand(14), dict(top_k=100))], ref.top_k_filter,
+                [(fx("long_tail"), dict(top_k=3)), (rand(14), dict(top_k=100))], _ref("top_k_filter"),
                 hint=TOPK_HINT),
 ))
 
@@ -246,43 +251,43 @@ TOPP_HINT = ("Sort descending (stable), softmax, cumsum; a token is kept while t
 
 TOP_P = Test(LAB, "top_p_keeps_crossing_token", "top_p_filter keeps the smallest nucleus reaching top_p", (
     filter_case("exact_boundary_keeps_two", "top_p_filter", [(fx("top_p_exact_boundary"), dict(top_p=0.75))],
-                ref.top_p_filter, visible=True, fixture="top_p_exact_boundary",
+                _ref("top_p_filter"), visible=True, fixture="top_p_exact_boundary",
                 hint="1/2 + 1/4 reaches 0.75 exactly: keep those two and nothing after. Remove a token when the "
                      "probability before it is >= top_p (not >)."),
     filter_case("crossing_token_kept", "top_p_filter",
                 [(fx("long_tail"), dict(top_p=0.9)), (fx("flat"), dict(top_p=0.5)),
                  (probs_log(0.5, 0.3, 0.15, 0.05), dict(top_p=0.6))],
-                ref.top_p_filter, visible=True, fixture="long_tail",
+                _ref("top_p_filter"), visible=True, fixture="long_tail",
                 hint="The token whose probability makes the running sum cross top_p belongs to the nucleus: "
                      "compare the sum of the tokens BEFORE each token with top_p."),
     filter_case("ties_at_boundary_lowest_id_first", "top_p_filter",
                 [(fx("ties"), dict(top_p=0.05)), (fx("uniform_row"), dict(top_p=0.5)),
-                 (const([[0.0] * 6]), dict(top_p=0.2))], ref.top_p_filter, fixture="ties",
+                 (const([[0.0] * 6]), dict(top_p=0.2))], _ref("top_p_filter"), fixture="ties",
                 hint="Among equal probabilities the lower token id comes first: sort with "
                      "torch.sort(..., descending=True, stable=True)."),
     filter_case("batch_rows_get_own_cutoff", "top_p_filter",
                 [(stack(fx("peaked"), fx("flat"), fx("ties")), dict(top_p=0.8)),
-                 (rand(21, rows=6, vocab=12, scale=2.0), dict(top_p=0.7))], ref.top_p_filter,
+                 (rand(21, rows=6, vocab=12, scale=2.0), dict(top_p=0.7))], _ref("top_p_filter"),
                 hint="Every row has its own cut-off: compute the cumulative sums on the whole (B, V) tensor "
                      "along dim=-1 (no loop, no cut-off shared between rows)."),
     filter_case("extreme_logits", "top_p_filter",
                 [(fx("extreme_logits"), dict(top_p=0.9)), (mapped(fx("flat"), lambda x: x + 100, "fixture 'flat' + 100"), dict(top_p=0.7)),
-                 (mapped(fx("flat"), lambda x: 1000 * x, "1000 * fixture 'flat'"), dict(top_p=0.7))], ref.top_p_filter,
+                 (mapped(fx("flat"), lambda x: 1000 * x, "1000 * fixture 'flat'"), dict(top_p=0.7))], _ref("top_p_filter"),
                 fixture="extreme_logits",
                 hint="exp() of a logit near 1e4 overflows: use torch.softmax, which subtracts the maximum."),
     filter_case("masked_tokens_stay_removed", "top_p_filter",
                 [(fx("masked_logits"), dict(top_p=0.95)), (long_tail_masked, dict(top_p=0.99)),
-                 (long_tail_masked, dict(top_p=1.0))], ref.top_p_filter, fixture="masked_logits",
+                 (long_tail_masked, dict(top_p=1.0))], _ref("top_p_filter"), fixture="masked_logits",
                 hint="-inf logits have probability 0: they sort last and must stay -inf."),
     filter_case("min_tokens_to_keep", "top_p_filter",
                 [(fx("peaked"), dict(top_p=0.5, min_tokens_to_keep=3)),
                  (fx("top_p_exact_boundary"), dict(top_p=0.75, min_tokens_to_keep=4)),
-                 (fx("flat"), dict(top_p=0.3, min_tokens_to_keep=20))], ref.top_p_filter, fixture="peaked",
+                 (fx("flat"), dict(top_p=0.3, min_tokens_to_keep=20))], _ref("top_p_filter"), fixture="peaked",
                 hint="After computing the mask in sorted order, never remove the first min_tokens_to_keep "
                      "sorted positions (mask[..., :min_tokens_to_keep] = False); more than V keeps all."),
     filter_case("p_equal_one_keeps_all", "top_p_filter",
                 [(fx("long_tail"), dict(top_p=1.0)), (const([[0.0, 0.0, -200.0, 1.0, -math.inf]]), dict(top_p=1)),
-                 (fx("masked_logits"), dict(top_p=1.0))], ref.top_p_filter,
+                 (fx("masked_logits"), dict(top_p=1.0))], _ref("top_p_filter"),
                 hint="top_p == 1 turns the filter off: return a copy of every logit, even one whose probability "
                      "rounds to 0 (float rounding can make the running sum reach 1 early)."),
     filter_case("matches_transformers", "top_p_filter",
@@ -300,7 +305,7 @@ TOP_P = Test(LAB, "top_p_keeps_crossing_token", "top_p_filter keeps the smallest
                       "be in (0, 1], got {top_p!r}.\")."),
     filter_case("input_not_modified_new_tensor", "top_p_filter",
                 [(fx("long_tail"), dict(top_p=0.9)), (fx("flat", 0), dict(top_p=0.5)), (rand(35), dict(top_p=0.8))],
-                ref.top_p_filter, hint=TOPP_HINT),
+                _ref("top_p_filter"), hint=TOPP_HINT),
 ))
 
 
