@@ -214,3 +214,31 @@ def test_messages_follow_the_chosen_language(monkeypatch):
     assert messages.sentence("an unknown sentence") == "an unknown sentence"
     with pytest.raises(KeyError, match="msg_id"):
         messages.text("no.such.id")
+
+
+@pytest.mark.slow
+def test_nbgrader_autogrades_a_chinese_submission_like_an_english_one(tmp_path, monkeypatch):
+    """A Chinese submission is collected and autograded as the same assignment, same points."""
+    from nbgrader.api import Gradebook
+
+    from autograder.release import run_nbgrader
+
+    lab = "lab00"
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(ROOT / "solutions" / lab, root / "solutions" / lab)
+    run_nbgrader(root, "generate_assignment", lab, "--force")
+    submissions = {"en_solved": source(lab), "zh_solved": editions.edition(lab, LANG),
+                   "zh_unsolved": read(release_dir(lab, LANG) / f"{lab}.ipynb")}
+    for student, nb in submissions.items():
+        folder = root / "course" / "nbgrader" / "submitted" / student / lab
+        folder.mkdir(parents=True)
+        nbformat.write(nb, str(folder / f"{lab}.ipynb"))
+    run_nbgrader(root, "autograde", lab, "--force")
+    with Gradebook("sqlite:///" + str(root / "course" / "nbgrader" / "gradebook.db")) as gb:
+        score = {s: gb.find_submission(lab, s).score for s in submissions}
+        top = gb.find_assignment(lab).max_score
+    assert score["zh_solved"] == score["en_solved"] == top, score
+    assert score["zh_unsolved"] == 0, score
