@@ -489,7 +489,8 @@ def _entropy_case(name, input_name, hint, *, visible=False, fixture=None):
 
 BAD_PROBS = (("negative entry", torch.tensor([0.5, 0.7, -0.2])),
              ("a row summing to 0.9", torch.tensor([[0.5, 0.5], [0.45, 0.45]])),
-             ("NaN", torch.tensor([0.5, math.nan, 0.5])))
+             ("NaN", torch.tensor([0.5, math.nan, 0.5])),
+             ("a Python list", [0.5, 0.5]))
 
 
 def _probe_bad_probs(ns):
@@ -766,7 +767,12 @@ def _best_case(name, input_name, token_id, hint, *, visible=False, fixture=SAME,
 
 
 BAD_BEST = (("token_id", (9, [1.0])), ("token_id", (-1, [1.0])), ("token_id", (True, [1.0])),
-            ("temperatures", (3, [])), ("temperatures", (3, 1.0)), ("temperature", (3, [1.0, -2.0])))
+            ("temperatures", (3, [])), ("temperatures", (3, 1.0)), ("temperature", (3, [1.0, -2.0])),
+            ("logits", (3, [1.0])))   # logits given as a Python list (the last entry)
+
+
+def _best_logits(param):
+    return [0.5, 2.0, 1.0, 0.0] if param == "logits" else _input("answer_ranked_low")
 
 
 def _probe_bad_best(ns):
@@ -774,7 +780,7 @@ def _probe_bad_best(ns):
     outs = []
     for param, args in BAD_BEST:
         try:
-            outs.append({"param": param, "args": repr(args), "out": fn(_input("answer_ranked_low"), *args)})
+            outs.append({"param": param, "args": repr(args), "out": fn(_best_logits(param), *args)})
         except NotImplementedError:
             raise
         except Exception as e:  # the contract requires ValueError: judged by the parent
@@ -785,7 +791,7 @@ def _probe_bad_best(ns):
 def _judge_bad_best(obs):
     for (param, args), o in zip(BAD_BEST, obs):
         call = f"best_temperature_for_token(logits, *{args!r})"
-        reference_rejects(ref.best_temperature_for_token, (_input("answer_ranked_low"), *args), {}, call)
+        reference_rejects(ref.best_temperature_for_token, (_best_logits(param), *args), {}, call)
         _value_error(o["out"], param, call)
 
 
