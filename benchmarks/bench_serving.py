@@ -4,6 +4,11 @@ Not a test: it prints a table and writes benchmarks/results/serving.json and ser
     python benchmarks/bench_serving.py                 # or: make bench
     python benchmarks/bench_serving.py --threads 2 --new-tokens 64
 
+One torch thread by default, as in bench_decode.py: the tiny model's matrices are too
+small to split, and on a machine busy with other work a second intra-op thread spins
+and waits (measured here with a load average near 7 on 2 cores: every torch system ran
+3 to 25 times slower with 2 threads than with 1).
+
 Four ways to serve the same 16 requests (the first 16 lab prompts, 5 to 20 tokens
 long), all arriving at once, greedy, EOS switched off so every request produces exactly
 --new-tokens tokens and every system must produce the SAME tokens (checked):
@@ -15,7 +20,10 @@ long), all arriving at once, greedy, EOS switched off so every request produces 
   hf gen_batch    transformers' continuous batching, model.generate_batch (paged cache),
                   when the installed transformers has it
 
-Every system is measured once, in the same process and run, after one short warm-up.
+Every system runs --repeats rounds (default 3) in the same process, after one short
+warm-up, in an order rotated each round; the table shows medians, and each ratio is
+the median of the ratios measured within one round (a burst of load from another
+process then hits both sides of a ratio alike).
 TTFT counts from the moment all requests arrived (queueing included); TPOT averages
 each request's gaps between tokens. The figures depend on the machine and on what else
 it runs; the ratios against peers measured in the same run are what to compare.
@@ -26,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -164,9 +173,10 @@ def plot(rows, path):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=3, help="rounds, each system once per round, order rotated")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
@@ -180,24 +190,35 @@ def main(argv=None) -> int:
                ("hf generate", lambda ps, n: run_hf_generate(hf, ps, n))]
     if hasattr(hf, "generate_batch"):
         systems.append(("hf gen_batch", lambda ps, n: run_hf_generate_batch(hf, ps, n)))
-    rows, outputs = [], {}
-    for name, fn in systems:
+    for _, fn in systems:
         fn(prompts[:2], 4)                                   # warm-up
-        row, tokens = fn(prompts, args.new_tokens)
-        rows.append(row)
-        outputs[name] = tokens
+    rounds, outputs = [], {}
+    for k in range(args.repeats):                            # alternate the order: load hits every system alike
+        order = systems[k % len(systems):] + systems[:k % len(systems)]
+        measured = {}
+        for name, fn in order:
+            measured[name], outputs[name] = fn(prompts, args.new_tokens)
+        rounds.append(measured)
     reference = outputs["course 1-by-1"]
-    for r in rows:
-        r["same_tokens_as_course_1_by_1"] = outputs[r["system"]] == reference
+    rows = []
+    for name, _ in systems:
+        row = {"system": name}
+        for key in ("tokens", "seconds", "tokens_per_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99"):
+            row[key] = statistics.median(r[name][key] for r in rounds)
+        row["tokens_per_s_each_round"] = [r[name]["tokens_per_s"] for r in rounds]
+        row["same_tokens_as_course_1_by_1"] = outputs[name] == reference
+        rows.append(row)
 
-    by = {r["system"]: r for r in rows}
-    ratios = {"engine / course 1-by-1": by["engine"]["tokens_per_s"] / by["course 1-by-1"]["tokens_per_s"],
-              "engine / hf generate": by["engine"]["tokens_per_s"] / by["hf generate"]["tokens_per_s"]}
-    if "hf gen_batch" in by:
-        ratios["engine / hf gen_batch"] = by["engine"]["tokens_per_s"] / by["hf gen_batch"]["tokens_per_s"]
-        ratios["hf gen_batch / hf generate"] = by["hf gen_batch"]["tokens_per_s"] / by["hf generate"]["tokens_per_s"]
+    def paired(a, b):   # the median over rounds of the ratio measured within one round
+        return statistics.median(r[a]["tokens_per_s"] / r[b]["tokens_per_s"] for r in rounds)
+    ratios = {"engine / course 1-by-1": paired("engine", "course 1-by-1"),
+              "engine / hf generate": paired("engine", "hf generate")}
+    if any(name == "hf gen_batch" for name, _ in systems):
+        ratios["engine / hf gen_batch"] = paired("engine", "hf gen_batch")
+        ratios["hf gen_batch / hf generate"] = paired("hf gen_batch", "hf generate")
 
-    print(f"{args.requests} requests x {args.new_tokens} tokens, {args.threads} thread(s), {args.device}")
+    print(f"{args.requests} requests x {args.new_tokens} tokens, {args.threads} thread(s), {args.device}, "
+          f"medians of {args.repeats} rounds; ratios: median of the ratios within each round")
     print(f"{'system':14} {'tokens/s':>9} {'TTFT P50':>9} {'TTFT P99':>9} {'TPOT P50':>9} {'TPOT P99':>9}  same tokens")
     for r in rows:
         print(f"{r['system']:14} {r['tokens_per_s']:9.0f} {1e3 * r['ttft_p50']:7.1f}ms {1e3 * r['ttft_p99']:7.1f}ms "
@@ -209,6 +230,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     import transformers
     record = {"requests": args.requests, "new_tokens": args.new_tokens, "threads": args.threads,
+              "repeats": args.repeats,
               "device": args.device, "prompt_tokens": [len(p) for p in prompts], "rows": rows, "ratios": ratios,
               "versions": {"python": platform.python_version(), "torch": torch.__version__,
                            "transformers": transformers.__version__},

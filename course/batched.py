@@ -179,10 +179,12 @@ def check_rows(token_ids, caches, vocab_size: int, max_context: int | None = Non
         raise ValueError(f"`caches` must be a list with one cache per row ({len(token_ids)}), got {got}.")
     rows = []
     for i, (ids, cache) in enumerate(zip(token_ids, caches)):
-        if not isinstance(ids, (list, tuple)) or not all(is_int(t) and 0 <= t < vocab_size for t in ids):
-            raise ValueError(f"`token_ids[{i}]` must be a list of ids in [0, {vocab_size}), got {ids!r}.")
         if not hasattr(cache, "length") or not hasattr(cache, "append"):
             raise ValueError(f"`caches[{i}]` must be a course cache (length, append), got {type(cache).__name__}.")
+        # only the tokens fed now are checked: the cached ones were checked when they were fed
+        if not isinstance(ids, (list, tuple)) or not all(
+                is_int(t) and 0 <= t < vocab_size for t in ids[min(cache.length, len(ids)):]):
+            raise ValueError(f"`token_ids[{i}]` must be a list of ids in [0, {vocab_size}), got {list(ids)!r}.")
         if cache.length >= len(ids):
             raise ValueError(f"`token_ids[{i}]` must hold a token its cache lacks: {len(ids)} tokens, "
                              f"{cache.length} already cached.")
@@ -231,19 +233,18 @@ class _PagedBatchView:
         self.caches, self.n_new = caches, n_new
         self.pool = pool = caches[0].pool
         self.length = width - t
-        bs, B = pool.block_size, len(caches)
-        blk = torch.zeros(B, width, dtype=torch.long)
-        slot = torch.zeros(B, width, dtype=torch.long)
-        new = torch.zeros(B, t, dtype=torch.bool)              # real new tokens among the t query columns
-        for i, (cache, p, n) in enumerate(zip(caches, past, n_new)):
+        bs = pool.block_size
+        blk, slot, new = [], [], []
+        for cache, p, n in zip(caches, past, n_new):
             cache.reserve(n)                                   # blocks first: may raise OutOfBlocks, nothing written
-            pos = torch.arange(p + n)
-            table = torch.tensor(cache.block_table, dtype=torch.long)
-            blk[i, width - p - n:] = table[pos // bs]
-            slot[i, width - p - n:] = pos % bs
-            new[i, t - n:] = True
+            table, pad = cache.block_table, width - p - n
+            blk.append([table[0]] * pad + [table[q // bs] for q in range(p + n)])
+            slot.append([0] * pad + [q % bs for q in range(p + n)])
+            new.append([False] * (t - n) + [True] * n)        # real new tokens among the t query columns
         device = pool.device
-        self.blk, self.slot, self.new = blk.to(device), slot.to(device), new.to(device)
+        self.blk = torch.tensor(blk, dtype=torch.long, device=device)          # (B, T)
+        self.slot = torch.tensor(slot, dtype=torch.long, device=device)        # (B, T)
+        self.new = torch.tensor(new, dtype=torch.bool, device=device)          # (B, t)
         self.write_blk = self.blk[:, width - t:][self.new]     # (n_total,)
         self.write_slot = self.slot[:, width - t:][self.new]
 
