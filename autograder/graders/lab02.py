@@ -44,7 +44,7 @@ import torch
 
 import course
 
-from ..checks import Input, call_probe, rejects, result_of, unchanged
+from ..checks import Input, call_probe, reference_rejects, rejects, result_of, unchanged
 from ..core import Case, Fail, Test, as_tensor, describe, function, is_raised, raised
 from ..reference import lab02 as ref
 
@@ -203,7 +203,9 @@ def invalid_case(name, fn_name, make, bad, *, hint, extra=None):
 
     def judge(obs):
         for (param, kwargs), o in zip(bad, obs):
-            rejects(o, f"{fn_name}(logits, {param}={kwargs[param]!r})", param, kwargs[param], hint)
+            call = f"{fn_name}(logits, {param}={kwargs[param]!r})"
+            reference_rejects(getattr(ref, fn_name), (make(),), dict(kwargs, **(extra or {})), call)
+            rejects(o, call, param, kwargs[param], hint)
     return Case(name, 1, _calls_probe(fn_name, calls), judge, hint=hint)
 
 
