@@ -834,9 +834,26 @@ ADMISSION = Test(LAB, "admission_says_no_early", "a full queue, a request that n
 
 # ================================================================= TEST 7: evidence (replay Lab 03 samples)
 
+# The runs of Lab 03's failure-log demo; the abnormal ones are its saved samples (inputs,
+# built from course.acceptance in whichever process needs them).
+LAB03_SPECS = (
+    {"fixture": "eos_at_step_3", "params": {"max_tokens": 8}},
+    {"fixture": "eos_at_step_3", "params": {"max_tokens": 2}},
+    {"fixture": "stop_string_3_tokens", "params": {"max_tokens": 16, "stop": ["\nUser:"]}, "inject": {"cancel_at": 7}},
+    {"fixture": "stop_string_3_tokens", "params": {"max_tokens": 16, "deadline": 0.5},
+     "inject": {"seconds_per_call": 0.2}},
+    {"fixture": "eos_at_step_3", "params": {"max_tokens": 8}, "inject": {"raise_at": 2}},
+    {"fixture": "content_filter_banned_word", "params": {"max_tokens": 16}, "inject": {"banned_words": ["swordfish"]}},
+    {"fixture": "sampled_coin_flips", "params": {"max_tokens": 6}, "seed": 3},
+)
+
+
 @lru_cache(maxsize=1)
 def _samples():
-    return tuple(ref.failure_samples())
+    from course.acceptance import failure_record, run_spec
+    from course.finish import FinishReason
+    runs = [(spec, run_spec(spec)) for spec in LAB03_SPECS]
+    return tuple(failure_record(spec, r) for spec, r in runs if r.finish_reason is not FinishReason.STOP)
 
 
 def _sample(reason, seeded=False):

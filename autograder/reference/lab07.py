@@ -1,39 +1,15 @@
 """Reference for lab07 (the serving engine): the judges' expected values.
 
 The engine itself is course.engine.Engine (the course's answer to the lab); this
-module adds the lab's other graded function, replay_in_engine, and the Lab 03
-failure samples it replays.
+module adds the lab's other graded function, replay_in_engine. The Lab 03 failure
+samples it replays are inputs, built by the grader (autograder/graders/lab07.py).
 """
 from __future__ import annotations
 
-from course.acceptance import failure_record, run_spec
 from course.batched import EngineConfig, RequestParams, ScriptedBatchedModel, SimulatedCost, solo_greedy  # noqa: F401
 from course.clock import FakeClock
 from course.engine import Engine, drain  # noqa: F401
 from course.finish import FinishReason
-
-# The runs Lab 03's failure log demo makes; the abnormal ones are its saved samples.
-LAB03_SPECS = (
-    {"fixture": "eos_at_step_3", "params": {"max_tokens": 8}},
-    {"fixture": "eos_at_step_3", "params": {"max_tokens": 2}},
-    {"fixture": "stop_string_3_tokens", "params": {"max_tokens": 16, "stop": ["\nUser:"]}, "inject": {"cancel_at": 7}},
-    {"fixture": "stop_string_3_tokens", "params": {"max_tokens": 16, "deadline": 0.5},
-     "inject": {"seconds_per_call": 0.2}},
-    {"fixture": "eos_at_step_3", "params": {"max_tokens": 8}, "inject": {"raise_at": 2}},
-    {"fixture": "content_filter_banned_word", "params": {"max_tokens": 16}, "inject": {"banned_words": ["swordfish"]}},
-    {"fixture": "sampled_coin_flips", "params": {"max_tokens": 6}, "seed": 3},
-)
-
-
-def failure_samples(specs=LAB03_SPECS) -> list[dict]:
-    """The records Lab 03's log_failures writes for `specs`: every run not ending in `stop`."""
-    out = []
-    for spec in specs:
-        result = run_spec(spec)
-        if result.finish_reason is not FinishReason.STOP:
-            out.append(failure_record(spec, result))
-    return out
-
 
 def replay_in_engine(engine_cls, record):
     """Replay one saved Lab 03 record through an engine made by engine_cls.
