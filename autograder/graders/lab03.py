@@ -256,7 +256,7 @@ def reject_case(name, param, calls, *, visible=False):
     """Each call must raise ValueError naming `param` and showing its value (in any reasonable
     form: the value, the offending item, a list's length; see checks.value_forms)."""
     return rejects_case(name, "validate_params", [(param, Input("", lambda: (), kw)) for kw in calls],
-                        visible=visible, reference=ref.validate_params)
+                        visible=visible, reference=lambda **kw: ref.validate_params(**kw))
 
 
 MT = {"max_tokens": 8}
