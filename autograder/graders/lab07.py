@@ -26,7 +26,7 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   | a model error / NaN ends only its request           | model_error_ends_only_its_request, nan_logits_.. |
   | an ending frees blocks in its own step              | blocks_released_in_the_finishing_step            |
   | no forward for a finished request                   | no_forward_after_finishing                       |
-  | abort frees blocks now, no output after             | abort_at_every_step, abort_a_waiting_request     |
+  | abort frees blocks now, no output after             | abort_after_*_steps, abort_a_waiting_request     |
   | a late abort is ignored                             | late_abort_is_ignored                            |
   | FCFS: the oldest is never skipped, never starved    | fcfs_head_is_not_skipped, no_request_waits_..    |
   | admission within the block budget and watermark     | admission_respects_the_block_budget, watermark.. |
