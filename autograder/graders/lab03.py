@@ -115,10 +115,8 @@ CLOCK_START = 1000.0   # a run's clock does not start at 0: the deadline counts 
 
 
 def build(spec):
-    """(model, input_ids, kwargs) of a run spec, its FakeClock moved on to CLOCK_START.
-
-    The reference is judged on course.acceptance.build_run's clock (it starts at 0); a
-    correct loop measures from its own start, so the two give the same result."""
+    """(model, input_ids, kwargs) of a run spec, its FakeClock moved on to CLOCK_START
+    (the judges run the reference on the same clock: ref.expected_run(spec, CLOCK_START))."""
     model, input_ids, kwargs = build_run(spec)
     kwargs["clock"].advance(CLOCK_START)
     return model, input_ids, kwargs
@@ -214,7 +212,7 @@ def judge_runs(specs, hint=None, labels=None):
             raise Fail("the probe did not return one observation per run", got=len(obs))
         for i, (spec, got) in enumerate(zip(specs, obs)):
             label = labels[i] if labels else _label(spec)
-            _compare_run(got, ref.expected_run(spec), label, hint)
+            _compare_run(got, ref.expected_run(spec, CLOCK_START), label, hint)
     return judge
 
 
@@ -522,7 +520,7 @@ def judge_streams(specs, hint=None):
     def judge(obs):
         for spec, got in zip(specs, obs):
             label = _label(spec)
-            exp = ref.expected_run(spec)
+            exp = ref.expected_run(spec, CLOCK_START)
             safe = ref.safe_emissions(spec)
             if got["raised"] is not None:
                 raise Fail(f"{label}: the stream raised {got['raised']['__raised__']}: {got['raised']['message']}",

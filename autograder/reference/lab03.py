@@ -15,9 +15,11 @@ from course.generation import (first_stop, generate, holdback_length, stream_gen
 FIELDS = ("tokens", "text", "finish_reason", "stop_reason", "usage", "raw_output")
 
 
-def expected_run(spec: dict) -> dict:
-    """The reference result of a run spec as plain data, with the number of model calls."""
+def expected_run(spec: dict, clock_start: float = 0.0) -> dict:
+    """The reference result of a run spec as plain data, with the number of model calls;
+    the run's FakeClock first moved on to `clock_start` (the graders' clocks do not start at 0)."""
     model, input_ids, kwargs = build_run(spec)
+    kwargs["clock"].advance(clock_start)
     r = generate(model, input_ids, **kwargs)
     out = {k: v for k, v in r.to_dict().items() if k in FIELDS}
     out["error"] = r.error
