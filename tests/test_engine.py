@@ -392,3 +392,14 @@ def test_tracer_sees_a_preempted_request_queue_again():
 def test_request_output_finished_flag():
     assert not RequestOutput("r", [1], "a").finished
     assert RequestOutput("r", [1], "a", FinishReason.STOP).finished
+
+
+@pytest.mark.gpu
+def test_tiny_model_on_cuda_gives_the_cpu_tokens(tiny):
+    dec, tok, prompts, solo = tiny
+    cuda = CourseDecoder.from_pretrained(TINY_MODEL_DIR, device="cuda")
+    engine = Engine(cuda, tok, EngineConfig(num_blocks=64, block_size=8, max_batch=8), clock=FakeClock())
+    ids = [engine.add_request(p, RequestParams(temperature=0, max_tokens=24)) for p in prompts]
+    done = run(engine)
+    assert [done[i].raw_token_ids for i in ids] == solo
+    assert engine.pool.k.device.type == "cuda" and engine.stats()["kv_blocks_used"] == 0
