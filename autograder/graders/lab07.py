@@ -50,7 +50,6 @@ import torch
 
 from course.batched import EngineConfig, RequestParams, ScriptedBatchedModel, SimulatedCost
 from course.clock import FakeClock
-from course.paged_kv import blocks_needed
 
 from ..core import Case, Fail, Test, describe, function, is_raised, raised
 from ..checks import rejects
@@ -922,4 +921,4 @@ def _single_threaded(test: Test) -> Test:
 
 TESTS = [_single_threaded(t) for t in (AS_IF_ALONE, EVERY_ENDING, ABORT, SCHEDULING, TRACING, ADMISSION, EVIDENCE)]
 
-__all__ = ["API", "TESTS", "run_trace", "Watch", "scripted", "blocks_needed"]
+__all__ = ["API", "TESTS", "run_trace", "Watch", "scripted"]

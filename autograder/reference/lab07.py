@@ -9,7 +9,6 @@ from __future__ import annotations
 from course.batched import EngineConfig, RequestParams, ScriptedBatchedModel, SimulatedCost, solo_greedy  # noqa: F401
 from course.clock import FakeClock
 from course.engine import Engine, drain  # noqa: F401
-from course.finish import FinishReason
 
 def replay_in_engine(engine_cls, record):
     """Replay one saved Lab 03 record through an engine made by engine_cls.
