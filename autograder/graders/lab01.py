@@ -41,7 +41,8 @@ Contract coverage (docstring clause -> the hidden cases that fail when it is bro
   |   own generator: same seed same tokens, global RNG   | same_seed_same_tokens (two global seeds),        |
   |   neither used nor changed, documented recipe        | global_seed_.., global_rng_untouched, matches_.. |
   | best_temperature_for_token: best T, first on ties,   | low_ranked_answer, argmax_token_best_at_zero     |
-  |   a list or a tuple, -inf token, validation          | (a tuple), masked_token_never_likely, invalid_.. |
+  |   a list or a tuple, token id 0, -inf token,         | (a tuple, token 0), masked_token_never_likely,   |
+  |   validation                                         | invalid_arguments_rejected                       |
 """
 from __future__ import annotations
 
@@ -760,10 +761,17 @@ def _judge_best(input_name, token_id, temperatures, hint):
     return judge
 
 
-def _best_case(name, input_name, token_id, hint, *, visible=False, fixture=SAME, temperatures=GRID, as_tuple=False):
-    return Case(name, 1, _probe_best(input_name, token_id, temperatures, as_tuple),
-                _judge_best(input_name, token_id, temperatures, hint), visible=visible,
-                fixture=input_name if fixture == SAME else fixture, hint=hint)
+def _best_case(name, input_name, token_id, hint, *, visible=False, fixture=SAME, temperatures=GRID, as_tuple=False,
+               also_token=None):
+    """also_token: a second token id asked about on the same logits (e.g. 0, the lowest valid id)."""
+    probe = _probe_best(input_name, token_id, temperatures, as_tuple)
+    judge = _judge_best(input_name, token_id, temperatures, hint)
+    if also_token is not None:
+        probe_also = _probe_best(input_name, also_token, temperatures, as_tuple)
+        judge_also = _judge_best(input_name, also_token, temperatures, hint)
+        probe, judge = (lambda ns, p=probe: {"main": p(ns), "also": probe_also(ns)},
+                        lambda obs, j=judge: (j(obs["main"]), judge_also(obs["also"])))
+    return Case(name, 1, probe, judge, visible=visible, fixture=input_name if fixture == SAME else fixture, hint=hint)
 
 
 BAD_BEST = (("token_id", (9, [1.0])), ("token_id", (-1, [1.0])), ("token_id", (True, [1.0])),
@@ -893,8 +901,8 @@ TESTS = [
                    "p = softmax(apply_temperature(logits, T))[token_id]; keep the largest (first on ties).",
                    visible=True),
         _best_case("argmax_token_best_at_zero", "answer_ranked_low", SYDNEY, "The argmax token gets probability "
-                   "1 at T = 0; exact ties go to the first temperature in the list (given here as a tuple).",
-                   as_tuple=True),
+                   "1 at T = 0; exact ties go to the first temperature in the list (given here as a tuple). "
+                   "Token id 0 is a valid id too.", as_tuple=True, also_token=0),
         _best_case("masked_token_never_likely", "masked_logits", THE_MASKED, "A -inf token has probability 0 at "
                    "every T: all tie, so return the first temperature in the list with probability 0.0."),
         Case("invalid_arguments_rejected", 1, _probe_bad_best, _judge_bad_best, fixture="answer_ranked_low",
