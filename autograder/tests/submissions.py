@@ -111,10 +111,36 @@ class _InlineReference(ast.NodeTransformer):
         return out
 
 
+def _paste_course_imports(src: str) -> str:
+    """`from course import X as Y` of a course module becomes a pasted copy of its source (what
+    a student may do; importing it is what the grader refuses while X holds a lab's answers)."""
+    tree = ast.parse(src)
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "course" and node.level == 0:
+            kept = []
+            for a in node.names:
+                path = ROOT / "course" / f"{a.name}.py"
+                if path.is_file():
+                    copy_name = f"_course_{a.name}_copy"   # dataclasses look their module up in sys.modules
+                    out.append(ast.parse(
+                        f"{a.asname or a.name} = __import__('types').ModuleType({copy_name!r})\n"
+                        f"__import__('sys').modules[{copy_name!r}] = {a.asname or a.name}\n"
+                        f"exec(compile({path.read_text(encoding='utf-8')!r}, {'<course.' + a.name + ' copy>'!r}, "
+                        f"'exec'), {a.asname or a.name}.__dict__)").body)
+                else:
+                    kept.append(a)
+            if kept:
+                out.append([ast.ImportFrom("course", kept, 0)])
+        else:
+            out.append([node])
+    return ast.unparse(ast.Module([n for group in out for n in group], []))
+
+
 def _prelude(labs) -> str:
     lines = ["import types as _types"]
     for lab in sorted(labs):
-        src = (ROOT / "autograder" / "reference" / f"{lab}.py").read_text(encoding="utf-8")
+        src = _paste_course_imports((ROOT / "autograder" / "reference" / f"{lab}.py").read_text(encoding="utf-8"))
         lines += [f"_ref_{lab} = _types.ModuleType({lab + '_reference_copy'!r})",
                   f"exec(compile({src!r}, {'<' + lab + ' reference copy>'!r}, 'exec'), _ref_{lab}.__dict__)"]
     return "\n".join(lines)
