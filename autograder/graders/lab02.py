@@ -20,6 +20,7 @@ Contract coverage (docstring clause -> the hidden cases that fail when it is bro
   | function / clause                                    | case(s)                                          |
   | top_k_filter: k largest kept, values unchanged       | keeps_k_largest, one_keeps_only_the_max          |
   |   ties at the k-th value all kept; k >= V keeps all  | ties_at_kth_value_all_kept, k_at_least_vocab_..  |
+  |   (V = 1 included)                                   |                                                  |
   |   rows independent; equals transformers              | batch_rows_independent, matches_transformers     |
   |   k validated (name and value); new tensor, no change| invalid_k_rejected, input_not_modified_new_tensor|
   | top_p_filter: smallest stable-sorted prefix reaching | exact_boundary_keeps_two, crossing_token_kept,   |
@@ -226,7 +227,8 @@ TOP_K = Test(LAB, "top_k_keeps_k_largest", "top_k_filter keeps the k largest log
                 hint="The contract keeps every token EQUAL to the k-th largest value (as transformers does): "
                      "compare with `<` against the k-th value, do not take exactly k indices.", fixture="ties"),
     filter_case("k_at_least_vocab_keeps_all", "top_k_filter",
-                [(fx("flat"), dict(top_k=8)), (fx("flat"), dict(top_k=50)), (fx("masked_logits"), dict(top_k=7))],
+                [(fx("flat"), dict(top_k=8)), (fx("flat"), dict(top_k=50)), (fx("masked_logits"), dict(top_k=7)),
+                 (const([[2.5], [-1.0]]), dict(top_k=3))],   # V = 1: the one token is always kept
                 _ref("top_k_filter"), hint="When top_k >= V, keep every token (clamp k to V before torch.topk).",
                 fixture="flat"),
     filter_case("batch_rows_independent", "top_k_filter",
