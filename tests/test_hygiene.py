@@ -66,7 +66,7 @@ def _blocks(source, kind):
             inside = True
         elif s == END[kind]:
             inside = False
-        elif inside and s and not s.startswith("#") and s not in ("pass", "return", "...") and len(s) > 6:
+        elif inside and s and not s.startswith("#") and s not in ("pass", "return", "...", "continue", "break", "else:", "try:", "finally:") and len(s) > 6:
             out.append(s)
     return out
 
