@@ -25,14 +25,17 @@ Judge side (raise Fail; never trust anything but the plain observation):
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache, wraps
 from typing import Any, Callable
 
 import torch
 
-from .core import Case, Fail, as_tensor, close, describe, function, is_raised, raised, same_values
+from .core import Case, Fail, Test, as_tensor, close, describe, function, is_raised, raised, same_values
 
 __all__ = ["Input", "record", "call_probe", "result_of", "rejects", "unchanged", "close", "explain",
            "rejects_case", "reference_rejects", "value_forms", "as_tensor", "describe", "Fail", "Case"]
@@ -234,3 +237,54 @@ def rejects_case(name: str, fn_name: str, bad: list[tuple[str, Input]], *, point
 def api_signatures(module) -> dict[str, str]:
     """The API declaration of a grader module (`API = {name: "(signature)"}`)."""
     return dict(getattr(module, "API", {}) or {})
+
+
+# ---------------------------------------------------------------- the shipped model
+
+@contextlib.contextmanager
+def one_thread():
+    """Run torch on one CPU thread, and restore the caller's setting after.
+
+    The 1M-parameter tiny model gains nothing from a second thread, and on a busy
+    2-core machine a descheduled worker thread can stall each call by 100+ ms.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def on_one_thread(fn: Callable) -> Callable:
+    """`fn`, called inside one_thread()."""
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        with one_thread():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def single_threaded(test: Test) -> Test:
+    """`test` with every probe and judge run on one CPU thread."""
+    cases = tuple(dataclasses.replace(c, probe=on_one_thread(c.probe), judge=on_one_thread(c.judge))
+                  for c in test.cases)
+    return dataclasses.replace(test, cases=cases)
+
+
+@lru_cache(maxsize=1)
+def shipped_model():
+    """(transformers model, tokenizer) of datasets/tiny-model on the CPU, loaded once
+    per process, with transformers' progress bar off (no "Loading weights" bar on
+    stderr in a test cell)."""
+    from transformers.utils import logging as hf_logging
+
+    from course.tiny_model import load_tiny_model
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return load_tiny_model("cpu")
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()

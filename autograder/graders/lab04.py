@@ -56,15 +56,14 @@ serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eos_to
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-from functools import lru_cache, wraps
+from functools import lru_cache
 
 import torch
 
 import course
 
-from ..checks import Input, call_probe, record, reference_rejects, rejects, result_of, unchanged
+from ..checks import (Input, call_probe, record, reference_rejects, rejects, result_of, shipped_model,
+                      single_threaded, unchanged)
 from ..core import Case, Fail, Test, function
 from ..reference import lab04 as ref
 from ..toy_models import TOY_EOS, TOY_EOS_PROMPT, TOY_PROMPT, Recorder, ToyBidirectionalLM, ToyCausalLM, ids
@@ -81,29 +80,6 @@ API = {
 
 
 # ================================================================= the shipped model (an input)
-
-@contextlib.contextmanager
-def _one_thread():
-    """Run the tiny model on one CPU thread, and restore the caller's setting after.
-
-    A 1M-parameter model gains nothing from a second thread, and on a busy
-    2-core machine a descheduled worker thread can stall each call by 100+ ms.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _on_one_thread(fn):
-    @wraps(fn)
-    def wrapper(*args, **kwargs):
-        with _one_thread():
-            return fn(*args, **kwargs)
-    return wrapper
-
 
 class _HFForward:
     """The transformers model as a plain callable: ids (1, T) -> logits (1, T, V)."""
@@ -128,17 +104,9 @@ def _shipped():
     uncached loop on the other.
     """
     from course.decoder import CourseDecoder
-    from course.tiny_model import LAB_PROMPTS, load_tiny_model
+    from course.tiny_model import LAB_PROMPTS
 
-    from transformers.utils import logging as hf_logging
-
-    bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()          # no "Loading weights" bar in a test cell
-    try:
-        hf, tokenizer = load_tiny_model("cpu")
-    finally:
-        if bar:
-            hf_logging.enable_progress_bar()
+    hf, tokenizer = shipped_model()
     prompt = [int(t) for t in tokenizer.encode(LAB_PROMPTS[SHIPPED_PROMPT])]
     return _HFForward(hf), CourseDecoder.from_pretrained(hf), prompt, int(tokenizer.eos_token_id)
 
@@ -680,11 +648,4 @@ SERVE = Test(LAB, "serve_request_measures_from_arrival",
 
 # ================================================================= the tests
 
-def _single_threaded(test: Test) -> Test:
-    """Every probe and judge of `test`, run on one CPU thread (see _one_thread)."""
-    cases = tuple(dataclasses.replace(c, probe=_on_one_thread(c.probe), judge=_on_one_thread(c.judge))
-                  for c in test.cases)
-    return dataclasses.replace(test, cases=cases)
-
-
-TESTS = [_single_threaded(t) for t in (CHANGED, UNCACHED, CACHED, METRICS, SERVE)]
+TESTS = [single_threaded(t) for t in (CHANGED, UNCACHED, CACHED, METRICS, SERVE)]

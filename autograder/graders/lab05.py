@@ -63,7 +63,7 @@ import torch
 import course
 from course.tiny_model import TINY_MODEL_DIR
 
-from ..checks import Input, call_probe, record, rejects, rejects_case, result_of
+from ..checks import Input, call_probe, on_one_thread, record, rejects, rejects_case, result_of, shipped_model
 from ..core import Case, Fail, Test, describe, function, is_raised
 from ..reference import lab05 as ref
 
@@ -218,32 +218,13 @@ def _allocator_state(pool):
 
 @lru_cache(maxsize=1)
 def _shipped():
-    from transformers.utils import logging as hf_logging
-
     from course.decoder import CourseDecoder
-    from course.tiny_model import LAB_PROMPTS, load_tiny_model
+    from course.tiny_model import LAB_PROMPTS
 
-    bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        hf, tokenizer = load_tiny_model("cpu")
-    finally:
-        if bar:
-            hf_logging.enable_progress_bar()
+    hf, tokenizer = shipped_model()
     decoder = CourseDecoder.from_pretrained(hf)
     prompts = [[int(t) for t in tokenizer.encode(p)] for p in (LAB_PROMPTS[0], LAB_PROMPTS[16], LAB_PROMPTS[19])]
     return decoder, prompts, int(tokenizer.eos_token_id)
-
-
-def _one_thread(fn):
-    def wrapper(*args, **kwargs):
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(before)
-    return wrapper
 
 
 def _greedy_rows(decoder, prompt, kv, steps):
@@ -510,7 +491,7 @@ def _parity_case(name, block_size, prompt_index, steps, visible=False, points=1)
                        expected=want, got=got,
                        hint="Hold exactly ceil(length / block_size) blocks; bytes_allocated counts whole blocks; "
                             "release() gives every block back.")
-    return Case(name, points, _one_thread(probe), _one_thread(judge), visible=visible)
+    return Case(name, points, on_one_thread(probe), on_one_thread(judge), visible=visible)
 
 
 def _both(name, a, b, points=1):
@@ -885,7 +866,7 @@ def _serve_probe(requests, pool_blocks, block_size, shipped=False):
         calls = [c for c in getattr(decoder, "calls", [])]
         return {"results": out, "pool": _allocator_state(pool), "prefills": [c[1] for c in calls
                                                                               if c[0] == "prefill"]}
-    return _one_thread(probe) if shipped else probe
+    return on_one_thread(probe) if shipped else probe
 
 
 def _shipped_requests():
@@ -948,7 +929,7 @@ def _serve_judge(requests, pool_blocks, block_size, hint, *, shipped=False, chec
 
 def _serve_case(name, requests, pool_blocks, block_size, hint, points=1, visible=False, shipped=False):
     return Case(name, points, _serve_probe(requests, pool_blocks, block_size, shipped),
-                _one_thread(_serve_judge(requests, pool_blocks, block_size, hint, shipped=shipped)), visible=visible)
+                on_one_thread(_serve_judge(requests, pool_blocks, block_size, hint, shipped=shipped)), visible=visible)
 
 
 _PREEMPT_HINT = ("When a decode raises OutOfBlocks, preempt the NEWEST running request: release its cache, put "

@@ -41,9 +41,7 @@ replay_in_engine(engine_cls, record)
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import dataclasses
 from functools import lru_cache, wraps
 
 import torch
@@ -52,7 +50,7 @@ from course.batched import EngineConfig, RequestParams, ScriptedBatchedModel, Si
 from course.clock import FakeClock
 
 from ..core import Case, Fail, Test, describe, function, is_raised, raised
-from ..checks import rejects
+from ..checks import one_thread, rejects, shipped_model, single_threaded
 from ..reference import lab07 as ref
 
 LAB = "lab07"
@@ -223,33 +221,14 @@ def _span_data(tracer, names):
 
 # ---------------------------------------------------------------- the tiny model (an input)
 
-@contextlib.contextmanager
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @lru_cache(maxsize=1)
 def _tiny():
-    from transformers import AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
     from course.batched import BatchedDecoder
     from course.decoder import CourseDecoder
-    from course.tiny_model import LAB_PROMPTS, TINY_MODEL_DIR
+    from course.tiny_model import LAB_PROMPTS
 
-    bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        tok = AutoTokenizer.from_pretrained(TINY_MODEL_DIR, local_files_only=True)
-        dec = CourseDecoder.from_pretrained(TINY_MODEL_DIR, device="cpu")
-    finally:
-        if bar:
-            hf_logging.enable_progress_bar()
+    hf, tok = shipped_model()
+    dec = CourseDecoder.from_pretrained(hf)
     prompts = {f"t{i}": [int(t) for t in tok.encode(LAB_PROMPTS[j])] for i, j in enumerate((0, 7, 12, 17))}
     return BatchedDecoder(dec), tok, prompts
 
@@ -276,7 +255,7 @@ def G(max_tokens=8, **kw):
 def _probe(**trace):
     def probe(ns):
         Engine = engine_class(ns)
-        with _one_thread():
+        with one_thread():
             return run_trace(Engine, **copy.deepcopy(trace))
     return probe
 
@@ -284,7 +263,7 @@ def _probe(**trace):
 @lru_cache(maxsize=64)
 def _expected(key):
     trace = dict(key)
-    with _one_thread():
+    with one_thread():
         return run_trace(ref.Engine, **{k: _thaw(v) for k, v in trace.items()})
 
 
@@ -908,17 +887,6 @@ EVIDENCE = Test(LAB, "failure_samples_replay_through_the_engine",
 
 # ================================================================= the tests
 
-def _single_threaded(test: Test) -> Test:
-    def wrap(fn):
-        @wraps(fn)
-        def inner(*a, **kw):
-            with _one_thread():
-                return fn(*a, **kw)
-        return inner
-    return dataclasses.replace(test, cases=tuple(dataclasses.replace(c, probe=wrap(c.probe), judge=wrap(c.judge))
-                                                  for c in test.cases))
-
-
-TESTS = [_single_threaded(t) for t in (AS_IF_ALONE, EVERY_ENDING, ABORT, SCHEDULING, TRACING, ADMISSION, EVIDENCE)]
+TESTS = [single_threaded(t) for t in (AS_IF_ALONE, EVERY_ENDING, ABORT, SCHEDULING, TRACING, ADMISSION, EVIDENCE)]
 
 __all__ = ["API", "TESTS", "run_trace", "Watch", "scripted"]
