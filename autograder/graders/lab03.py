@@ -884,6 +884,19 @@ def judge_replay_specs(specs):
     return judge
 
 
+def _read_json_lines(path):
+    """(records, problems) of a JSON Lines file: one record per non-blank line."""
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    saved, bad = [], []
+    for line in lines:
+        try:
+            saved.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            bad.append(f"{e.msg}: {line[:80]}")
+    return saved, bad
+
+
 def probe_failure_log(ns):
     log = function(ns, "log_failures")
     rep = function(ns, "replay")
@@ -895,16 +908,7 @@ def probe_failure_log(ns):
             raise
         except Exception as e:
             return {"raised": raised(e)}
-        lines = []
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                lines = [line for line in f.read().splitlines() if line.strip()]
-    saved, bad = [], []
-    for line in lines:
-        try:
-            saved.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            bad.append(f"{e.msg}: {line[:80]}")
+        saved, bad = _read_json_lines(path) if os.path.exists(path) else ([], [])
     replays = []
     for rec in saved:
         try:
@@ -979,14 +983,7 @@ def probe_log_twice(ns):
                 raise
             except Exception as e:  # not JSON-ready records are a failure too
                 return {"raised": raised(e)}
-        with open(path, encoding="utf-8") as f:
-            lines = [line for line in f.read().splitlines() if line.strip()]
-    saved, bad = [], []
-    for line in lines:
-        try:
-            saved.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            bad.append(f"{e.msg}: {line[:80]}")
+        saved, bad = _read_json_lines(path)
     return {"raised": None, "returned": returned, "saved": saved, "bad_lines": bad}
 
 
