@@ -569,7 +569,7 @@ def zygote_main(ctl_fd: int):
                     status = st
         os.close(pidfd)
         _kill_all(pid, pidns)
-        _wipe(ctx["scratch_root"])
+        _wipe(ctx["scratch_root"], {os.path.realpath(p) for p in ctx["init"]["read_paths"]})
         send({"t": "exit", "pid": pid, "status": status,
               "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
               "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None})
@@ -612,11 +612,17 @@ def _kill_all(pid: int, pidns: bool):
         time.sleep(0.01)
 
 
-def _wipe(folder: str):
+def _wipe(folder: str, keep=()):
+    """Empty `folder`, except the read-only binds in `keep` that lie inside it (an
+    interpreter under /tmp) and the folders that lead to them."""
     import shutil
     for name in os.listdir(folder):
         p = os.path.join(folder, name)
-        if os.path.isdir(p) and not os.path.islink(p):
+        if p in keep:
+            continue
+        if any(k.startswith(p + os.sep) for k in keep):
+            _wipe(p, keep)
+        elif os.path.isdir(p) and not os.path.islink(p):
             shutil.rmtree(p, ignore_errors=True)
         else:
             try:

@@ -118,7 +118,10 @@ def bwrap_command(bwrap: str, stage: Path, scratch_size: int) -> list[str]:
     """bwrap and its arguments: the sandbox a worker's zygote (and every child it forks) runs in."""
     cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-           "--ro-bind", "/usr", "/usr"]
+           "--ro-bind", "/usr", "/usr",
+           # the scratch tmpfs first: an interpreter that lives under /tmp (a checkout there)
+           # is bound on top of it below, instead of being hidden by it
+           "--size", str(int(scratch_size)), "--tmpfs", "/tmp"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             cmd += ["--symlink", os.readlink(top), top]
@@ -129,8 +132,7 @@ def bwrap_command(bwrap: str, stage: Path, scratch_size: int) -> list[str]:
             cmd += ["--ro-bind", f, f]
     for p in interpreter_paths():
         cmd += ["--ro-bind", p, p]
-    cmd += ["--ro-bind", str(stage), INSIDE, "--dev", "/dev", "--proc", "/proc",
-            "--size", str(int(scratch_size)), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    cmd += ["--ro-bind", str(stage), INSIDE, "--dev", "/dev", "--proc", "/proc", "--chdir", "/tmp"]
     return cmd
 
 
