@@ -19,6 +19,10 @@ grade() refuses to score in a kernel whose display or input machinery was change
 by notebook code. The kernel is still the student's: the isolated grader
 (`python -m autograder grade`, then `python -m autograder gradebook-sync`) is the
 grade to trust.
+
+The reports are in the learner's language (autograder.messages): COURSE_LANG if set, else
+the "language" of the notebook this kernel runs (the Chinese edition says "zh"), else
+English. Only the words change; points never depend on the language.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import tempfile
 import time
 import warnings
 
+from . import messages
 from .core import get_tests, run_test
 from .reports import test_text
 
@@ -61,9 +66,10 @@ class CheckSummary:
 
     def __repr__(self) -> str:
         if not self.total:
-            return f"{self.result.name}: no visible checks (its hidden checks run when the lab is graded)"
-        verdict = "all passed" if self.all_passed else "keep going"
-        return f"{self.result.name}: {self.passed}/{self.total} visible checks passed ({verdict})"
+            return messages.text("check.none", name=self.result.name)
+        verdict = messages.text("check.all_passed" if self.all_passed else "check.keep_going")
+        return messages.text("check.summary", name=self.result.name, passed=self.passed, total=self.total,
+                             verdict=verdict)
 
 
 class SelfCheckSummary:
@@ -88,10 +94,9 @@ class SelfCheckSummary:
 
     def __repr__(self) -> str:
         if self.all_passed:
-            return (f"{self.lab}: {self.passed}/{self.total} visible checks passed. "
-                    "Hidden checks run when the lab is graded.")
-        return (f"{self.lab}: {self.passed}/{self.total} visible checks passed; "
-                f"still failing: {', '.join(self.failing)}")
+            return messages.text("check.lab_summary", lab=self.lab, passed=self.passed, total=self.total)
+        return messages.text("check.lab_failing", lab=self.lab, passed=self.passed, total=self.total,
+                             failing=", ".join(self.failing))
 
 
 # ---------------------------------------------------------------- stderr capture
@@ -246,7 +251,7 @@ def check(lab: str, name: str, ns: dict) -> CheckSummary:
     Validate button reports the cell as failing; under nbgrader (validate or autograde) a
     kernel changed by notebook code raises KernelTampered."""
     result = _run(lab, name, ns, visible_only=True)
-    print(test_text(result, title=f"{name}: visible checks"))
+    print(test_text(result, title=messages.text("test.visible_title", name=name)))
     summary = CheckSummary(result)
     if os.environ.get("NBGRADER_EXECUTION"):   # autograde or validate: this cell's output is a grade
         _refuse_tampered_kernel()
@@ -263,13 +268,11 @@ def self_check(lab: str, ns: dict, *, out=None) -> SelfCheckSummary:
     tests = get_tests(lab)  # validates `lab`
     out = out or sys.stdout
     n = len(tests)
-    print(f"Self-check of {lab}: the visible checks of {n} test{'s' if n != 1 else ''} "
-          "(hidden checks run when the lab is graded).", file=out, flush=True)
+    t = messages.text
+    print(t("self_check.start" if n != 1 else "self_check.start_one", lab=lab, n=n), file=out, flush=True)
     missing = [name for name in _api(lab) if name not in ns]
     if missing:
-        print(f"Not defined in this kernel yet: {', '.join(missing)}. Run their cells first (Run All stops at "
-              "the first cell that raises; run the exercise cells, then this one). Their checks fail below.",
-              file=out, flush=True)
+        print(t("self_check.missing", names=", ".join(missing)), file=out, flush=True)
     checks, reports = [], []
     start = time.perf_counter()
     for i, (name, test) in enumerate(tests.items(), 1):
@@ -278,16 +281,16 @@ def self_check(lab: str, ns: dict, *, out=None) -> SelfCheckSummary:
         summary = CheckSummary(result)
         checks.append(summary)
         if not summary.total:
-            mark = "  -  "
+            mark = t("self_check.mark_none")
         else:
-            mark = "PASS " if summary.all_passed else "FAIL "
-        print(f"[{i}/{n}] {mark}{name}: {summary.passed}/{summary.total} visible checks passed",
+            mark = t("self_check.mark_pass" if summary.all_passed else "self_check.mark_fail")
+        print(t("self_check.line", i=i, n=n, mark=mark, name=name, passed=summary.passed, total=summary.total),
               file=out, flush=True)
         if summary.total and not summary.all_passed:
-            reports.append(test_text(result, title=f"{name}: visible checks"))
+            reports.append(test_text(result, title=t("test.visible_title", name=name)))
     total = SelfCheckSummary(lab, checks)
     if reports:
-        print("\nWhat to fix:\n" + "\n\n".join(reports), file=out, flush=True)
+        print("\n" + t("self_check.what_to_fix") + "\n" + "\n\n".join(reports), file=out, flush=True)
     print(f"\n{total!r} ({time.perf_counter() - start:.1f} s)", file=out, flush=True)
     return total
 
@@ -308,5 +311,5 @@ def grade(lab: str, name: str, ns: dict) -> float:
     score = float(result.score)
     _refuse_tampered_kernel(score)
     if score <= 0 < result.max_score:
-        raise NoPoints(f"{name}: 0 of {result.max_score:g} points (the report above says why).")
+        raise NoPoints(messages.text("grade.no_points", name=name, max_score=result.max_score))
     return score

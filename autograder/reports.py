@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import functools
 import hashlib
 import io
 import json
@@ -18,6 +19,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from . import messages
 from .core import CaseResult, TestResult, describe
 
 SCHEMA = 1
@@ -27,27 +29,36 @@ VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
 # ---------------------------------------------------------------- text reports (every harness)
 
-def case_line(c) -> str:
+def case_line(c, *, lang: str | None = None) -> str:
     """One case as the learner reads it: PASS/FAIL, points, and for a failure the
-    message, expected vs got, and the hint."""
-    mark = "PASS" if c.passed else "FAIL"
-    where = f" [fixture {c.fixture}]" if c.fixture else ""
+    message, expected vs got, and the hint. The fixed words and known sentences are in
+    the language `lang` (see autograder.messages); the values are shown as they are."""
+    t = functools.partial(messages.text, lang=lang)
+    mark = t("case.pass") if c.passed else t("case.fail")
+    where = f" [{t('case.fixture', fixture=c.fixture)}]" if c.fixture else ""
     head = f"  {mark} {c.name}{where} ({c.points:g}/{c.max_points:g})"
     if c.passed:
         return head
-    lines = [head, f"       {c.message}"]
+    lines = [head, f"       {messages.sentence(c.message, lang)}"]
     if c.expected is not None or c.got is not None:
-        lines.append(f"       expected: {describe(c.expected)}")
-        lines.append(f"       got:      {describe(c.got)}")
+        lines.append(f"       {t('case.expected')} {describe(c.expected)}")
+        lines.append(f"       {t('case.got')} {describe(c.got)}")
     if c.hint:
-        lines.append(f"       hint: {c.hint}")
+        lines.append(f"       {t('case.hint')} {messages.sentence(c.hint, lang)}")
     return "\n".join(lines)
 
 
-def test_text(r: TestResult, *, title: str | None = None) -> str:
+def test_text(r: TestResult, *, title: str | None = None, lang: str | None = None) -> str:
     """A whole test's report: a title line with the score, then one line per case."""
-    head = title or f"{r.lab} / {r.name}: {r.score:g} of {r.max_score:g} points"
-    return "\n".join([head] + [case_line(c) for c in r.cases])
+    head = title or messages.text("test.title", lang, lab=r.lab, name=r.name, score=r.score, max_score=r.max_score)
+    return "\n".join([head] + [case_line(c, lang=lang) for c in r.cases])
+
+
+def language_of(rec: dict, lang: str | None = None) -> str:
+    """The language a student's reports are written in: `lang` (an instructor's --lang),
+    else the edition of the submitted notebook (its metadata "language"), else English.
+    Never the grader's own environment: the same record gives the same text anywhere."""
+    return messages.language(lang or rec.get("language") or "en")
 
 
 # ---------------------------------------------------------------- versions and files
@@ -117,6 +128,9 @@ def record(student: str, sub, graded, *, version: str, limits=None) -> dict:
         "problems": list(graded.problems), "tests": [t.to_dict() for t in graded.tests],
         "output_tail": graded.output, "restarts": graded.restarts, "seconds": graded.seconds,
         "sandbox": graded.sandbox, "limits": limits.to_dict() if limits is not None else None,
+        # the edition the student worked in (notebook metadata "language"): the language the
+        # feedback is written in; the record itself holds no translated text
+        "language": messages.notebook_language(sub.path) if getattr(sub, "path", None) else None,
     }
 
 
@@ -131,32 +145,35 @@ def tests_of(rec: dict) -> list[TestResult]:
 
 # ---------------------------------------------------------------- Gradescope
 
-def _entry(result: TestResult, cases, *, hidden: bool, number: str, visibility: str) -> dict:
+def _entry(result: TestResult, cases, *, hidden: bool, number: str, visibility: str, lang: str = "en") -> dict:
     score = round(sum(c.points for c in cases), 4)
     max_score = round(sum(c.max_points for c in cases), 4)
-    which = "hidden checks" if hidden else "checks"
-    lines = [f"{result.description}", ""] + [case_line(c) for c in cases]
+    which = messages.text("gradescope.hidden_checks" if hidden else "gradescope.checks", lang)
+    lines = [f"{result.description}", ""] + [case_line(c, lang=lang) for c in cases]
     return {"name": f"{result.name} ({which})", "number": number, "score": score, "max_score": max_score,
             "status": "passed" if all(c.passed for c in cases) else "failed",
             "output": "\n".join(lines), "visibility": visibility, "tags": [result.lab]}
 
 
-def gradescope_results(rec: dict, *, hidden_visibility: str = "after_published") -> dict:
+def gradescope_results(rec: dict, *, hidden_visibility: str = "after_published", lang: str | None = None) -> dict:
     """Gradescope's results.json: one entry for each Test's visible cases (shown at once)
-    and one for its hidden cases (`hidden_visibility`, default after_published)."""
+    and one for its hidden cases (`hidden_visibility`, default after_published). Its text
+    is in the student's edition's language (`lang` overrides; see language_of)."""
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"`hidden_visibility` must be one of {', '.join(VISIBILITIES)}, got {hidden_visibility!r}.")
+    lang = language_of(rec, lang)
     tests = []
     for i, r in enumerate(tests_of(rec), start=1):
         vis = [c for c in r.cases if c.visible]
         hid = [c for c in r.cases if not c.visible]
         if vis:
-            tests.append(_entry(r, vis, hidden=False, number=f"{i}.1", visibility="visible"))
+            tests.append(_entry(r, vis, hidden=False, number=f"{i}.1", visibility="visible", lang=lang))
         if hid:
-            tests.append(_entry(r, hid, hidden=True, number=f"{i}.2", visibility=hidden_visibility))
-    head = [f"{rec['lab']}: {rec['score']:g} of {rec['max_score']:g} points"]
+            tests.append(_entry(r, hid, hidden=True, number=f"{i}.2", visibility=hidden_visibility, lang=lang))
+    head = [messages.text("gradescope.title", lang, lab=rec["lab"], score=rec["score"], max_score=rec["max_score"])]
     if rec.get("problems"):
-        head += ["", "Problems found while grading:"] + [f"- {p}" for p in rec["problems"]]
+        head += ["", messages.text("gradescope.problems", lang)] + \
+            [f"- {messages.sentence(p, lang)}" for p in rec["problems"]]
     return {
         "score": rec["score"],
         "execution_time": round(float(rec.get("seconds") or 0.0), 2),
@@ -223,56 +240,63 @@ def _md(v) -> str:
     return "`" + text.replace("`", "'") + "`"
 
 
-def feedback_markdown(rec: dict) -> str:
+def feedback_markdown(rec: dict, *, lang: str | None = None) -> str:
     """Per-student feedback: the score, problems with the notebook, and for each test the
-    first failing case with its fixture, expected vs got, and a hint."""
-    out = [f"# {rec['lab']} feedback: {rec['student']}", "",
-           f"**Score: {rec['score']:g} / {rec['max_score']:g}**", ""]
+    first failing case with its fixture, expected vs got, and a hint. Written in the
+    student's edition's language (`lang` overrides; see language_of)."""
+    t = functools.partial(messages.text, lang=language_of(rec, lang))
+    say = functools.partial(messages.sentence, lang=language_of(rec, lang))
+    out = [t("feedback.title", lab=rec["lab"], student=rec["student"]), "",
+           t("feedback.score", score=rec["score"], max_score=rec["max_score"]), ""]
     if rec.get("problems"):
-        out += ["Problems found while grading your notebook:", ""] + [f"- {p}" for p in rec["problems"]] + [""]
+        out += [t("feedback.problems"), ""] + [f"- {say(p)}" for p in rec["problems"]] + [""]
     for r in tests_of(rec):
-        out += [f"## {r.name}: {r.score:g} / {r.max_score:g}", "", r.description, ""]
+        out += [t("feedback.test", name=r.name, score=r.score, max_score=r.max_score), "", r.description, ""]
         c = r.first_failure()
         if c is None:
-            out += [f"All {len(r.cases)} cases passed.", ""]
+            out += [t("feedback.all_passed", n=len(r.cases)), ""]
         else:
-            where = f" on fixture `{c.fixture}`" if c.fixture else ""
-            out += [f"First failing case: **`{c.name}`**{where}", "", f"- what happened: {c.message}"]
+            where = t("feedback.on_fixture", fixture=c.fixture) if c.fixture else ""
+            out += [t("feedback.first_failure", name=c.name, where=where), "",
+                    t("feedback.what_happened", message=say(c.message))]
             if c.expected is not None or c.got is not None:
-                out += [f"- expected: {_md(c.expected)}", f"- got: {_md(c.got)}"]
+                out += [t("feedback.expected", value=_md(c.expected)), t("feedback.got", value=_md(c.got))]
             if c.hint:
-                out.append(f"- hint: {c.hint}")
+                out.append(t("feedback.hint", hint=say(c.hint)))
             out.append("")
-        out += ["| case | fixture | points | result |", "| --- | --- | --- | --- |"]
+        out += [t("feedback.table_head"), "| --- | --- | --- | --- |"]
         for c in r.cases:
-            mark = "pass" if c.passed else "FAIL"
+            mark = t("feedback.pass") if c.passed else t("feedback.fail")
             out.append(f"| {c.name} | {c.fixture or ''} | {c.points:g}/{c.max_points:g} | {mark} |")
         out.append("")
     tail = (rec.get("output_tail") or "").strip()
     if tail:
-        out += ["## What your code printed (last lines; not used for grading)", "", "```text",
+        out += [t("feedback.printed"), "", "```text",
                 tail[-2000:].replace("```", "'''"), "```", ""]
     return "\n".join(out)
 
 
-def check_text(rec: dict) -> str:
-    """The terminal report of `python -m autograder check` (visible cases only)."""
+def check_text(rec: dict, *, lang: str | None = None) -> str:
+    """The terminal report of `python -m autograder check` (visible cases only), in the
+    notebook's edition's language (`lang` overrides; see language_of)."""
+    lang = language_of(rec, lang)
+    t = functools.partial(messages.text, lang=lang)
     out = []
     if rec.get("problems"):
-        out += ["Problems with the notebook:"] + [f"  - {p}" for p in rec["problems"]] + [""]
+        out += [t("check.problems")] + [f"  - {messages.sentence(p, lang)}" for p in rec["problems"]] + [""]
     passed = total = 0
     for r in tests_of(rec):
         if not r.cases:
-            out += [f"{r.name}: no visible checks (its hidden checks run when the lab is graded)", ""]
+            out += [t("check.none", name=r.name), ""]
             continue
-        out.append(test_text(r, title=f"{r.name}: visible checks"))
+        out.append(test_text(r, title=t("test.visible_title", name=r.name), lang=lang))
         ok = sum(c.passed for c in r.cases)
         passed += ok
         total += len(r.cases)
-        verdict = "all passed" if ok == len(r.cases) else "keep going"
-        out.append(f"{r.name}: {ok}/{len(r.cases)} visible checks passed ({verdict})")
+        verdict = t("check.all_passed") if ok == len(r.cases) else t("check.keep_going")
+        out.append(t("check.summary", name=r.name, passed=ok, total=len(r.cases), verdict=verdict))
         out.append("")
-    out.append(f"{rec['lab']}: {passed}/{total} visible checks passed. Hidden checks run when the lab is graded.")
+    out.append(t("check.lab_summary", lab=rec["lab"], passed=passed, total=total))
     return "\n".join(out)
 
 
@@ -285,13 +309,15 @@ def student_paths(out: Path, student: str) -> dict[str, Path]:
             "gradescope": out / "gradescope" / name / "results.json"}
 
 
-def write_student(out: Path, rec: dict, *, hidden_visibility: str = "after_published") -> dict[str, Path]:
+def write_student(out: Path, rec: dict, *, hidden_visibility: str = "after_published",
+                  lang: str | None = None) -> dict[str, Path]:
     """Feedback and Gradescope results first, the JSON record last: the JSON is what marks
-    a student as done when a batch resumes."""
+    a student as done when a batch resumes. `lang`: the feedback's language for every
+    student (default: each student's edition)."""
     paths = student_paths(out, rec["student"])
-    write_atomic(paths["feedback"], feedback_markdown(rec))
-    write_atomic(paths["gradescope"], json.dumps(gradescope_results(rec, hidden_visibility=hidden_visibility),
-                                                 indent=1) + "\n")
+    write_atomic(paths["feedback"], feedback_markdown(rec, lang=lang))
+    write_atomic(paths["gradescope"], json.dumps(gradescope_results(rec, hidden_visibility=hidden_visibility,
+                                                                    lang=lang), indent=1) + "\n")
     write_atomic(paths["json"], json.dumps(rec, indent=1) + "\n")
     return paths
 
