@@ -225,9 +225,14 @@ def _decide(entry: Entry, old: dict | None, version: str, force: bool, key: byte
 def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | None = None, force: bool = False,
                 limits: Limits | None = None, sandbox: str = "auto", progress: bool = True,
                 hidden_visibility: str = "after_published", visible_only: bool = False,
-                on_record=None, allow_weak: bool = False) -> Summary:
+                on_record=None, allow_weak: bool = False, lang: str | None = None) -> Summary:
     """Grade `entries` into `out` (students/, feedback/, gradescope/, grades.csv, summary.json).
-    Raises WeakIsolation when the OS sandbox is missing and `allow_weak` is False."""
+    Raises WeakIsolation when the OS sandbox is missing and `allow_weak` is False.
+
+    The feedback of each student is in the language of the edition they submitted (their
+    notebook's metadata "language", kept in the record as "language"); `lang` writes every
+    student's feedback in that language instead, rewriting it from the record for students
+    who are up to date (no regrading). The record and the points are the same either way."""
     t0 = time.monotonic()
     box = Sandbox.detect(sandbox)
     box.require(allow_weak)
@@ -254,6 +259,8 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
             summary.stale.append(e.student)
         else:
             summary.skipped.append(e.student)
+            if lang:   # the instructor asked for another language: rewrite the text, not the grade
+                reports.write_student(out, existing[e.student], hidden_visibility=hidden_visibility, lang=lang)
 
     if todo:
         # the output folder and the folder holding all submissions (other students' work)
@@ -272,7 +279,7 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
             graded = grade_isolated(sub, runtime, limits=limits, visible_only=visible_only, slot=slots.n)
             rec = reports.record(entry.student, sub, graded, version=version, limits=limits)
             rec["mac"] = record_mac(rec, key)
-            reports.write_student(out, rec, hidden_visibility=hidden_visibility)
+            reports.write_student(out, rec, hidden_visibility=hidden_visibility, lang=lang)
             return rec
 
         bar = None

@@ -2,8 +2,13 @@
 
     python -m autograder grade SUBMISSION_OR_FOLDER... --lab lab01 --out grades/lab01
     python -m autograder check labs/lab01/lab01.ipynb
+    python -m autograder check labs/zh/lab01/lab01.ipynb      (report in Chinese: the edition's language)
     python -m autograder gradescope --lab lab01 --out gradescope/
     python -m autograder gradescope-run --lab lab01          (inside Gradescope's container)
+
+Feedback (feedback/*.md, Gradescope text, the `check` report) is written in the language of
+the edition each student submitted (the notebook's metadata "language"; English when it has
+none); `--lang en|zh` overrides it. Points never depend on it.
 
 Exit status: 0 done; 1 `check` found failing visible cases; 2 bad arguments or an
 unreadable roster/path; 3 some students hit a grader error (their records say so).
@@ -80,7 +85,8 @@ def cmd_grade(args) -> int:
     try:
         summary = grade_batch(entries, lab, Path(args.out), workers=args.workers, force=args.force,
                               limits=_limits(args), sandbox=args.sandbox, progress=not args.quiet,
-                              hidden_visibility=args.hidden_visibility, allow_weak=args.allow_weak_isolation)
+                              hidden_visibility=args.hidden_visibility, allow_weak=args.allow_weak_isolation,
+                              lang=args.lang)
     except WeakIsolation as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -91,7 +97,7 @@ def cmd_grade(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from . import reports
+    from . import messages, reports
     from .isolation import Runtime, Sandbox, grade_isolated, prepare
     from .selfcheck import NotebookNotFound, heartbeat, resolve_notebook
     try:   # from work/, the course folder or anywhere: the error names every path looked at
@@ -105,13 +111,15 @@ def cmd_check(args) -> int:
     box = Sandbox.detect(args.sandbox)
     if box.weak:   # a self-check earns no credit: it runs anyway, and says so
         print(f"note: no OS sandbox ({box.reason}); fine for a self-check, not for grading.", file=sys.stderr)
-    with heartbeat(f"Checking {args.notebook} ({lab}): the visible checks, in a fresh isolated process "
-                   "(about 30 s; save the notebook first, this reads the file)"), Runtime(lab, sandbox=box) as rt:
+    # the report's language: --lang, else the notebook's edition (metadata "language"), else English
+    lang = messages.language(args.lang or messages.notebook_language(args.notebook) or "en")
+    with heartbeat(messages.text("check.checking", lang, notebook=args.notebook, lab=lab)), \
+            Runtime(lab, sandbox=box) as rt:
         graded = grade_isolated(sub, rt, limits=limits, visible_only=True)
     rec = reports.record("you", sub, graded, version=reports.grader_version(lab), limits=limits)
-    print(reports.check_text(rec))
+    print(reports.check_text(rec, lang=lang))
     if graded.output.strip() and args.show_output:
-        print("\n--- what your code printed ---\n" + graded.output)
+        print("\n" + messages.text("check.printed", lang) + "\n" + graded.output)
     return 0 if all(c.passed for t in graded.tests for c in t.cases) and not sub.fatal else 1
 
 
@@ -132,6 +140,13 @@ def cmd_gradescope_run(args) -> int:
                             sandbox=args.sandbox, allow_weak=args.allow_weak_isolation)
 
 
+def _add_lang(p, what):
+    from .messages import languages
+    p.add_argument("--lang", choices=languages(), default=None,
+                   help=f"language of {what} (default: the language of the notebook's edition, "
+                        "its metadata \"language\"; English without one); never changes points")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m autograder",
                                 description="Standalone grader: runs submissions in isolated child processes.")
@@ -148,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--hidden-visibility", default="after_published",
                    choices=("hidden", "after_due_date", "after_published", "visible"),
                    help="Gradescope visibility of the hidden cases' entries")
+    _add_lang(g, "every student's feedback.md and Gradescope text")
     _add_limits(g)
     g.set_defaults(func=cmd_grade)
 
@@ -155,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("notebook")
     c.add_argument("--lab", help="labNN (default: found in the path)")
     c.add_argument("--show-output", action="store_true", help="also print what the code printed")
+    _add_lang(c, "the report")
     _add_limits(c)
     c.set_defaults(func=cmd_check)
 

@@ -199,6 +199,8 @@ def sentence(english: str, lang: str | None = None) -> str:
 HINT_NAME = re.compile(r"hint", re.IGNORECASE)
 # functions that return (sentence, hint): the element that is a hint
 HINT_RETURNS = {"explain": 1}
+# classes whose positional argument at this index is a hint (core.Case's `hint` field)
+HINT_POSITIONS = {"Case": 6}
 
 
 def hint_files(root: Path | None = None) -> list[Path]:
@@ -289,6 +291,10 @@ class _Scan:
             for node in ast.walk(tree):
                 if isinstance(node, ast.keyword) and node.arg and HINT_NAME.search(node.arg):
                     self.hint(node.value)
+                elif isinstance(node, ast.Call) and self._callee(node) in HINT_POSITIONS:
+                    i = HINT_POSITIONS[self._callee(node)]
+                    if i < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[:i + 1]):
+                        self.hint(node.args[i])
                 elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for t in targets:
