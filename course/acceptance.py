@@ -1,4 +1,4 @@
-"""Structured-output acceptance, a recording executor, and failure samples with replay. Defined in lab03.
+"""Structured-output acceptance, and failure samples with replay. Defined in lab03.
 
 Acceptance runs in a fixed order and stops at the first stage that says no:
 
@@ -14,6 +14,9 @@ Failure samples: a *run spec* is plain data that fully describes one generation 
 fixture (parameters, seed, injected failures); `run_spec` runs it, `log_failures` writes
 every abnormal ending as one JSON line (the spec plus what came out), and `replay`
 reruns a saved line and gets the same tokens, text and finish reason.
+
+The tools (TOOL_SCHEMAS, ALLOWED_TOOLS), RecordingExecutor and InjectedModel are
+scaffolding, not answers: they live in course.runs and are re-exported here.
 """
 from __future__ import annotations
 
@@ -27,35 +30,14 @@ import jsonschema
 import torch
 
 from . import fixtures as _fixtures
-from ._checks import check_int, is_int
+from ._checks import check_int
 from .clock import FakeClock
 from .finish import FinishReason
-from .generation import GenerationResult, generate, greedy_sampler, seeded_sampler
+from .generation import generate
 from .scripted import ScriptedModel
-
-# ---------------------------------------------------------------- the course's tools
-
-TOOL_SCHEMAS = {
-    "get_weather": {
-        "type": "object", "required": ["city"], "additionalProperties": False,
-        "properties": {"city": {"enum": ["Paris", "London", "Tokyo"]},
-                       "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-    },
-    "get_time": {
-        "type": "object", "required": ["city"], "additionalProperties": False,
-        "properties": {"city": {"type": "string", "minLength": 1}},
-    },
-    "transfer": {
-        "type": "object", "required": ["to", "amount"], "additionalProperties": False,
-        "properties": {"to": {"type": "string", "minLength": 1},
-                       "amount": {"type": "integer", "minimum": 1, "maximum": 10000}},
-    },
-    "delete_file": {
-        "type": "object", "required": ["path"], "additionalProperties": False,
-        "properties": {"path": {"type": "string", "minLength": 1}},
-    },
-}
-ALLOWED_TOOLS = ["get_weather", "get_time", "transfer"]  # delete_file is known, not allowed
+# the scaffolding (no answers) lives in course.runs; re-exported here for the labs after Lab 03
+from .runs import (ALLOWED_TOOLS, INJECT_DEFAULTS, SPEC_KEYS, TOOL_SCHEMAS, GenerationResult,  # noqa: F401
+                   InjectedModel, RecordingExecutor, greedy_sampler, seeded_sampler)
 
 STAGES = ("finish_reason", "parse", "schema", "permission", "execute")
 WHY_UNFINISHED = {
@@ -71,24 +53,6 @@ def call_schema(schemas: dict) -> dict:
     """The JSON schema of a tool call {"tool": name, "args": {...}} for these tools."""
     return {"type": "object", "required": ["tool", "args"], "additionalProperties": False,
             "properties": {"tool": {"enum": sorted(schemas)}, "args": {"type": "object"}}}
-
-
-class RecordingExecutor:
-    """Runs a tool call by recording it. `calls` lists every (tool, args) it was given,
-    so a test can assert that no side effect ran. fail_with: an exception to raise."""
-
-    def __init__(self, fail_with: Exception | None = None):
-        self.calls: list[tuple[str, dict]] = []
-        self.fail_with = fail_with
-
-    def __call__(self, tool: str, args: dict) -> dict:
-        self.calls.append((tool, copy.deepcopy(args)))
-        if self.fail_with is not None:
-            raise self.fail_with
-        return {"tool": tool, "status": "done"}
-
-    def __repr__(self) -> str:
-        return f"RecordingExecutor(calls={len(self.calls)})"
 
 
 def _decision(result, stage, error=None, call=None, value=None) -> dict:
@@ -171,47 +135,6 @@ def accept_with_retries(attempt, *, schemas, allowed_tools, executor, max_attemp
 
 
 # ---------------------------------------------------------------- run specs, failure samples, replay
-
-SPEC_KEYS = ("fixture", "prompt_ids", "params", "seed", "inject")
-INJECT_DEFAULTS = {"raise_at": None, "nan_at": None, "cancel_at": None, "seconds_per_call": 0.0,
-                   "banned_words": [], "banned_token_ids": []}
-
-
-class InjectedModel:
-    """Wrap a model to inject a run's failures: each call advances `clock` by
-    `seconds_per_call` (time passes while the model works), and `cancel` is set once
-    `cancel_at` tokens exist (cancel_at=0: before the first call)."""
-
-    def __init__(self, model, *, prompt_len: int, cancel=None, cancel_at=None, clock=None,
-                 seconds_per_call: float = 0.0):
-        if cancel_at is not None and not (is_int(cancel_at) and cancel_at >= 0):
-            raise ValueError(f"`cancel_at` must be None or an integer >= 0, got {cancel_at!r}.")
-        if cancel_at is not None and cancel is None:
-            raise ValueError("`cancel` must be given when `cancel_at` is set, got None.")
-        self.model, self.prompt_len = model, prompt_len
-        self.cancel, self.cancel_at = cancel, cancel_at
-        self.clock, self.seconds_per_call = clock, seconds_per_call
-        self.calls = 0
-        if cancel_at == 0:
-            cancel.set()
-
-    vocab = property(lambda self: self.model.vocab)
-    vocab_size = property(lambda self: self.model.vocab_size)
-    eos_token_id = property(lambda self: self.model.eos_token_id)
-
-    def decode(self, token_ids) -> str:
-        return self.model.decode(token_ids)
-
-    def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
-        step = input_ids.shape[1] - self.prompt_len
-        self.calls += 1
-        if self.clock is not None and self.seconds_per_call:
-            self.clock.advance(self.seconds_per_call)
-        out = self.model(input_ids)  # (1, V)
-        if self.cancel_at is not None and step + 1 == self.cancel_at:
-            self.cancel.set()
-        return out
-
 
 def normalise_spec(spec: dict) -> dict:
     """A complete, JSON-ready copy of a run spec: the fixture's prompt when none is given,

@@ -13,11 +13,15 @@ Graded API (the docstrings of the stubs in solutions/lab03 are the contract):
   accept_with_retries(attempt, *, schemas, allowed_tools, executor, max_attempts=3) -> dict
   replay(spec_or_record) -> GenerationResult;  log_failures(specs, path) -> list[dict]
 
-Every run is described by a *run spec* (course.acceptance): a fixture, parameters, a
-seed and injected failures (raise_at, nan_at, cancel_at, seconds_per_call, banned
-words / token ids). Probes build the run with course.acceptance.build_run (its FakeClock
-moved on to CLOCK_START, so a clock never starts at 0) and call the student's code;
-judges rerun the same spec with the reference (course.generation).
+Every run is described by a *run spec* (course.runs): a fixture, parameters, a seed and
+injected failures (raise_at, nan_at, cancel_at, seconds_per_call, banned words / token
+ids). Probes build the run from course.runs (`build`: its FakeClock moved on to
+CLOCK_START, so a clock never starts at 0) and call the student's code; judges rerun the
+same spec with the reference (course.generation, course.acceptance). The probes never
+touch those two modules: they hold Lab 03's answers, which must not be in the student's
+process. Where a probe needs the course loop's result as an input (accept_tool_call's
+result, accept_with_retries' attempts), it reads it from datasets/fixtures/lab03_runs.json
+(`course_result`), written from the course loop by datasets/generators/fixtures_lab03_runs.py.
 
 Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
 
@@ -70,13 +74,19 @@ replay / log_failures
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import tempfile
+import threading
 from enum import Enum
 
+import torch
+
 import course
-from course.acceptance import ALLOWED_TOOLS, TOOL_SCHEMAS, RecordingExecutor, build_run, run_spec
+from course.fixtures import FIXTURES_DIR
+from course.runs import (ALLOWED_TOOLS, INJECT_DEFAULTS, TOOL_SCHEMAS, GenerationResult, InjectedModel,
+                         RecordingExecutor, greedy_sampler, seeded_sampler)
 
 from ..checks import Input, call_probe, rejects, rejects_case, result_of
 from ..core import Case, Fail, Test, describe, function, is_raised, raised
@@ -115,11 +125,57 @@ CLOCK_START = 1000.0   # a run's clock does not start at 0: the deadline counts 
 
 
 def build(spec):
-    """(model, input_ids, kwargs) of a run spec, its FakeClock moved on to CLOCK_START
-    (the judges run the reference on the same clock: ref.expected_run(spec, CLOCK_START))."""
-    model, input_ids, kwargs = build_run(spec)
-    kwargs["clock"].advance(CLOCK_START)
+    """(model, input_ids, kwargs) for generate(model, input_ids, **kwargs) from a run spec,
+    its FakeClock moved on to CLOCK_START; the judges run the reference on the same run:
+    ref.expected_run(spec, CLOCK_START), built by course.acceptance.build_run.
+
+    Built here from course.runs because course.acceptance, which holds Lab 03's answers
+    (build_run is most of `replay`), is out of reach where probes run;
+    autograder/tests/test_lab03_runs.py proves both builds give the same runs."""
+    inject = {**INJECT_DEFAULTS, **copy.deepcopy(spec.get("inject") or {})}
+    fx = course.load_fixture(spec["fixture"])
+    prompt = spec.get("prompt_ids")
+    clock, cancel = course.FakeClock(), threading.Event()
+    model = InjectedModel(course.ScriptedModel(fx, raise_at=inject["raise_at"], nan_at=inject["nan_at"]),
+                          prompt_len=len(fx.prompt_ids), cancel=cancel, cancel_at=inject["cancel_at"],
+                          clock=clock, seconds_per_call=inject["seconds_per_call"])
+    words, ids = list(inject["banned_words"]), set(inject["banned_token_ids"])
+    content_filter = None
+    if words or ids:
+        def content_filter(token_id, text):
+            return token_id in ids or any(w in text for w in words)
+    seed = spec.get("seed")
+    kwargs = dict(copy.deepcopy(spec.get("params") or {}),
+                  sampler=greedy_sampler if seed is None else seeded_sampler(seed),
+                  cancel=cancel, clock=clock, content_filter=content_filter)
+    clock.advance(CLOCK_START)
+    input_ids = torch.tensor([list(fx.prompt_ids if prompt is None else prompt)], dtype=torch.long)
     return model, input_ids, kwargs
+
+
+RUNS_FILE = FIXTURES_DIR / "lab03_runs.json"
+
+
+def run_key(spec) -> str:
+    """A run spec as one canonical string (the key of lab03_runs.json)."""
+    return json.dumps(spec, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _course_runs() -> dict:
+    data = json.loads(RUNS_FILE.read_text(encoding="utf-8"))
+    return {run_key(r["spec"]): r["result"] for r in data["runs"]}
+
+
+def course_result(spec) -> GenerationResult:
+    """The course loop's result of a run spec, as a fresh GenerationResult read from
+    lab03_runs.json (a probe's input, so an accept test does not depend on the student's
+    generate, and no answer code runs in the student's process)."""
+    found = _course_runs().get(run_key(spec))
+    if found is None:
+        raise RuntimeError(f"no course result for the run spec {run_key(spec)} in {RUNS_FILE.name}: "
+                           "add it to COURSE_RUN_SPECS and run `make fixtures`")
+    return GenerationResult.from_dict(found)
 DOT = course.load_fixture("stop_string_2_tokens").token_id(".")
 IS = course.load_fixture("content_filter_banned_word").token_id(" is")
 
@@ -634,7 +690,7 @@ def probe_accepts(specs, schemas=None, allowed=None, fail_with=None):
         out = []
         for spec in specs:
             ex = RecordingExecutor(fail_with=fail_with)
-            result = run_spec(spec)  # the course loop makes the input, so this test does not depend on generate
+            result = course_result(spec)  # the course loop's result: this test does not depend on generate
             try:
                 d = _plain_decision(fn(result, schemas=copy.deepcopy(schemas or TOOL_SCHEMAS),
                                        allowed_tools=list(ALLOWED_TOOLS if allowed is None else allowed),
@@ -748,7 +804,7 @@ def probe_retries(plan, max_attempts=3):
 
         def attempt(i, reason):
             reasons.append(reason)
-            return run_spec(plan[min(i, len(plan) - 1)])
+            return course_result(plan[min(i, len(plan) - 1)])
         try:
             out = fn(attempt, schemas=copy.deepcopy(TOOL_SCHEMAS), allowed_tools=list(ALLOWED_TOOLS), executor=ex,
                      max_attempts=max_attempts)
@@ -774,7 +830,7 @@ def judge_retries(plan, max_attempts=3, hint=None):
 
         def attempt(i, reason):
             reasons.append(reason)
-            return run_spec(plan[min(i, len(plan) - 1)])
+            return ref.run_spec(plan[min(i, len(plan) - 1)])
         exp = ref.accept_with_retries(attempt, schemas=TOOL_SCHEMAS, allowed_tools=ALLOWED_TOOLS, executor=ex,
                                       max_attempts=max_attempts)
         got = obs["out"]
@@ -807,7 +863,7 @@ def retry_case(name, points, plan, max_attempts=3, hint=None, visible=False):
 def probe_bad_attempts(ns):
     fn = function(ns, "accept_with_retries")
     try:
-        fn(lambda i, r: run_spec(OK), schemas=TOOL_SCHEMAS, allowed_tools=ALLOWED_TOOLS,
+        fn(lambda i, r: course_result(OK), schemas=TOOL_SCHEMAS, allowed_tools=ALLOWED_TOOLS,
            executor=RecordingExecutor(), max_attempts=0)
     except NotImplementedError:  # a stub: reported as 'not implemented yet'
         raise
@@ -830,6 +886,11 @@ RETRY_TESTS = (
     retry_case("error_and_timeout_retried_with_reasons", 1, [REPAIRABLE[2], TIMEOUT, OK]),
     Case("rejects_bad_max_attempts", 1, probe_bad_attempts, judge_bad_attempts),
 )
+
+
+# the runs whose course results probes hand to the student (datasets/fixtures/lab03_runs.json)
+COURSE_RUN_SPECS = [OK, CUT, CANCEL_HALF, *REPAIRABLE, COMPLETE_NO_EOS, TIMEOUT, FILTERED, BAD_JSON, ENUM, RANGE,
+                    FORBIDDEN]
 
 
 # ---------------------------------------------------------------- failure log and replay
