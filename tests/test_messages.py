@@ -119,13 +119,30 @@ def test_sentence_exact_entries_templates_and_values_kept_as_they_are():
 def test_the_most_specific_template_wins(monkeypatch):
     table = {"Use {x}.": "用 {x}。", "Use {x} now.": "现在用 {x}。", "Use torch.{y} now.": "现在用 torch.{y}。"}
     monkeypatch.setitem(messages.catalog("zh"), "sentences", table)
+    messages._table.cache_clear()
     messages._templates.cache_clear()
     try:
         assert messages.sentence("Use torch.sort now.", "zh") == "现在用 torch.sort。"
         assert messages.sentence("Use numpy now.", "zh") == "现在用 numpy。"
         assert messages.sentence("Use numpy.", "zh") == "用 numpy。"
     finally:
+        messages._table.cache_clear()
         messages._templates.cache_clear()
+
+
+def test_fixed_failure_messages_are_translated_with_their_values():
+    stub = {"greedy_token": lambda logits: (_ for _ in ()).throw(NotImplementedError())}
+    results = [core.run_test(t, stub) for t in core.get_tests("lab00").values()]
+    msg = next(c.message for r in results for c in r.cases if not c.passed)
+    call = msg.split(" is not implemented yet")[0]
+    assert call.startswith("greedy_token(")
+    assert messages.sentence(msg, "zh") == f"{call} 还没有实现（函数桩仍然抛出 NotImplementedError）"
+    boom = "your code raised KeyError: 'x' (at line 3: d['x'])"
+    assert messages.sentence(boom, "zh") == "你的代码抛出了 KeyError：'x' (at line 3: d['x'])"
+    assert messages.sentence("no function named `top_k_filter` was found", "zh") == \
+        "没有找到名为 `top_k_filter` 的函数"
+    frames = messages.catalog("zh")["frames"]
+    assert all(sorted(messages.fields(k)) == sorted(messages.fields(v)) for k, v in frames.items())
 
 
 # ---------------------------------------------------------------- which language

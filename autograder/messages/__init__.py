@@ -9,8 +9,9 @@ The language is the `lang` argument, else the COURSE_LANG environment variable, 
 "language" metadata of the notebook this kernel runs (Jupyter Server names it in
 JPY_SESSION_NAME; the Chinese release carries "language": "zh"), else English. Catalogs are
 JSON files next to this module: <lang>.json maps message ids to templates (str.format fields
-such as {lab}); its "sentences" table maps English hint sentences to their translation. A key
-of "sentences" may be a template: `Check `{param}` first and raise {exc} ...` matches any
+such as {lab}); its "sentences" table maps English hint sentences to their translation, and
+its "frames" table the fixed failure messages of core.py/checks.py and the notebook problems
+(`your code raised {kind}: {error}`). A key of either table may be a template: `Check `{param}` first and raise {exc} ...` matches any
 sentence whose fixed parts are those, and the values it captured go unchanged into the
 translated template ({{ and }} stand for literal braces). Values (expected, got, numbers,
 names, code) are inserted as they are, never translated. A message id missing from a
@@ -159,10 +160,17 @@ def _compile(template: str) -> re.Pattern:
 
 
 @functools.lru_cache(maxsize=None)
+def _table(lang: str) -> dict[str, str]:
+    """English -> translation: the hint "sentences" and the fixed "frames" of failure
+    messages and notebook problems (your code raised ..., no function named ...)."""
+    return {**catalog(lang).get("frames", {}), **catalog(lang).get("sentences", {})}
+
+
+@functools.lru_cache(maxsize=None)
 def _templates(lang: str) -> list[tuple[re.Pattern, list[str], str]]:
     """The template entries of a catalog's sentences, compiled once, most specific first."""
     out = []
-    for key, value in catalog(lang).get("sentences", {}).items():
+    for key, value in _table(lang).items():
         names = list(dict.fromkeys(fields(key)))
         if not names:
             continue
@@ -180,7 +188,7 @@ def sentence(english: str, lang: str | None = None) -> str:
     lang = language(lang)
     if lang == "en":
         return english
-    table = catalog(lang).get("sentences", {})
+    table = _table(lang)
     exact = table.get(english)
     if exact is not None and not fields(english):
         return exact
