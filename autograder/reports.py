@@ -41,10 +41,10 @@ def case_line(c, *, lang: str | None = None) -> str:
         return head
     lines = [head, f"       {messages.sentence(c.message, lang)}"]
     if c.expected is not None or c.got is not None:
-        lines.append(f"       {t('case.expected')} {describe(c.expected)}")
-        lines.append(f"       {t('case.got')} {describe(c.got)}")
+        lines.append("       " + t("case.expected_line", value=describe(c.expected)))
+        lines.append("       " + t("case.got_line", value=describe(c.got)))
     if c.hint:
-        lines.append(f"       {t('case.hint')} {messages.sentence(c.hint, lang)}")
+        lines.append("       " + t("case.hint_line", hint=messages.sentence(c.hint, lang)))
     return "\n".join(lines)
 
 

@@ -232,9 +232,9 @@ def test_english_report_lines_are_what_they_always_were():
     assert reports.case_line(c, lang="zh") == (
         "  未通过 peaked [测试夹具 peaked_row] (0/1)\n"
         "       greedy_token returned 2\n"
-        "       期望： 0\n"
-        "       实际： 2\n"
-        "       提示： 贪心词元就是最大 logit 的下标。")
+        "       期望：0\n"
+        "       实际：2\n"
+        "       提示：贪心词元就是最大 logit 的下标。")
 
 
 def test_feedback_and_gradescope_follow_the_edition_with_the_same_points():
