@@ -11,9 +11,12 @@ and the judge in the parent. Probes never see expected values.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
+import os
 import pkgutil
+import sys
 import traceback
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -292,8 +295,78 @@ def get_tests(lab: str) -> dict[str, Test]:
     return tests
 
 
+LIBRARY_PACKAGES = ("course", "autograder")   # code a graded function must not come from
+
+
+def _in_library(module_name) -> bool:
+    return isinstance(module_name, str) and module_name.split(".", 1)[0] in LIBRARY_PACKAGES
+
+
+def _library_file(filename) -> str | None:
+    """The library module a code object's file belongs to, or None. Modules the isolated
+    child loads from memory have filenames like "<autograder.core>"; files on disk count
+    when they are a loaded library module's file or lie in the course package (which holds
+    no student code; autograder/ does: its variants and tests are student-like code)."""
+    if not isinstance(filename, str):
+        return None
+    if filename.startswith("<") and filename.endswith(">") and _in_library(filename[1:-1]):
+        return filename[1:-1]
+    try:
+        real = os.path.realpath(filename)
+    except (TypeError, ValueError, OSError):
+        return None
+    for mod_name, module in list(sys.modules.items()):
+        f = getattr(module, "__file__", None)
+        if _in_library(mod_name) and isinstance(f, str) and os.path.realpath(f) == real:
+            return mod_name
+    course = sys.modules.get("course")
+    top = getattr(course, "__file__", None)
+    if isinstance(top, str) and real.startswith(os.path.dirname(os.path.realpath(top)) + os.sep):
+        return "course." + os.path.splitext(os.path.basename(real))[0]
+    return None
+
+
+def library_origin(obj) -> str | None:
+    """The course or autograder module a callable's code comes from, or None when it was
+    written elsewhere (the student's notebook, torch, ...). Looks through what wraps a
+    function: functools.partial, bound methods, staticmethod/classmethod, `__wrapped__`;
+    a class counts by its own module, a callable instance by its class. A student's own
+    function that merely calls course helpers is not the library's."""
+    todo, seen = [obj], set()
+    while todo and len(seen) < 50:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        try:
+            module = o.__module__ if isinstance(o, type) else getattr(o, "__module__", None)
+            if _in_library(module):
+                return module
+            globs = getattr(o, "__globals__", None)
+            if isinstance(globs, dict) and _in_library(globs.get("__name__")):
+                return globs["__name__"]
+            found = _library_file(getattr(getattr(o, "__code__", None), "co_filename", None))
+            if found:
+                return found
+            if isinstance(o, (functools.partial, functools.partialmethod)):
+                todo.append(o.func)
+            for attr in ("__func__", "__wrapped__"):
+                inner = getattr(o, attr, None)
+                if inner is not None:
+                    todo.append(inner)
+            if not isinstance(o, type) and not hasattr(o, "__code__") and type(o).__module__ != "builtins":
+                todo.append(type(o))       # a callable instance: its class
+        except Exception:                 # an object whose attributes raise is not the library's
+            continue
+    return None
+
+
 def function(ns: dict, name: str):
-    """The student's function `name` from their namespace, or a clear Fail."""
+    """The student's function `name` from their namespace, or a clear Fail.
+
+    A function whose code lives in the course or autograder packages (imported, wrapped in
+    a partial or a method, or a class of theirs) is not the student's work: both harnesses
+    refuse it here, so `from course.generation import generate` scores nothing."""
     fn = ns.get(name)
     if fn is None:
         raise Fail(f"no function named `{name}` was found",
@@ -301,4 +374,9 @@ def function(ns: dict, name: str):
     if not callable(fn):
         raise Fail(f"`{name}` is a {type(fn).__name__}, not a function",
                    hint=f"Define `{name}` with `def` as in the stub.")
+    origin = library_origin(fn)
+    if origin is not None:
+        raise Fail(f"`{name}` comes from the module `{origin}`, not from your notebook",
+                   hint=f"Write `{name}` yourself in the notebook; the course's own copy is what your function "
+                        f"is compared with.")
     return fn

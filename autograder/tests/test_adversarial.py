@@ -225,14 +225,18 @@ def test_lab_answers_cannot_be_imported_while_that_lab_is_graded(tmp_path):
 
 def _through_globals(lab: str, tmp_path: Path, roots: list[str]):
     """Grade a notebook whose every solution cell takes the graded functions out of the
-    __globals__ of objects the release's setup cell imported (`roots`), and the release."""
+    __globals__ of objects the release's setup cell imported (`roots`), and the release.
+    What it finds it wraps in functions of its own (which the check on where a graded
+    function's code lives lets through) and names in its output: FOUND <name>."""
     import importlib
     from autograder.isolation import Runtime, grade_isolated, prepare
     from autograder.tests.submissions import release, solution_cells, with_solution_code, write
     api = list(importlib.import_module(f"autograder.graders.{lab}").API)
     code = "".join(f"try:\n    _g{i} = {r}.__globals__\nexcept Exception:\n    _g{i} = {{}}\n"
                    for i, r in enumerate(roots))
-    code += "".join(f"{n} = " + " or ".join(f"_g{i}.get('{n}')" for i in range(len(roots))) + "\n"
+    code += "".join(f"_f_{n} = " + " or ".join(f"_g{i}.get('{n}')" for i in range(len(roots))) + "\n"
+                    f"if _f_{n} is not None:\n    print('FOUND {n}')\n"
+                    f"    def {n}(*args, **kwargs):\n        return _f_{n}(*args, **kwargs)\n"
                     for n in api)
     every_cell = {c.metadata["nbgrader"]["grade_id"]: code for c in solution_cells(release(lab))}
     nb = write(with_solution_code(lab, every_cell), tmp_path / f"{lab}.ipynb")
@@ -247,16 +251,18 @@ def test_lab02_answers_are_not_in_the_childs_memory(tmp_path):
     """course.sampling is never loaded while lab02 is graded: the globals of what the setup
     cell imported (course.generation's generate) do not lead to it."""
     g, stub = _through_globals("lab02", tmp_path, ["generate", "prob_bars"])
+    assert "FOUND" not in g.output, g.output[-2000:]
     assert g.score <= stub.score, g.problems
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="lab03's probes build their inputs with course.acceptance.run_spec, which "
-                   "runs course.generation.generate in the child, so lab03's answers are in the child's memory "
-                   "and reachable through the setup cell's imports (greedy_sampler.__globals__); closing it "
-                   "needs those inputs built by the parent, or the scaffolding in a module without answers")
 def test_lab03_answers_are_not_reachable_through_the_setup_cells_imports(tmp_path):
-    g, stub = _through_globals("lab03", tmp_path, ["greedy_sampler", "RecordingExecutor.__init__"])
+    """lab03's setup cell imports only course.runs (scaffolding, no answers), and its probes
+    never run course.generation or course.acceptance in the child: the globals of what the
+    setup cell imported lead to no graded function."""
+    g, stub = _through_globals("lab03", tmp_path, ["greedy_sampler", "RecordingExecutor.__init__",
+                                                   "InjectedModel.__call__", "GenerationResult.from_dict.__func__"])
+    assert "FOUND" not in g.output, g.output[-2000:]
     assert g.score <= stub.score, f"{g.score}/{g.max_score} through __globals__"
 
 

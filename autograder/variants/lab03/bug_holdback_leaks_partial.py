@@ -6,7 +6,7 @@ import torch
 
 import course
 from course import FinishReason  # noqa: F401
-from course.generation import greedy_sampler
+from course.runs import greedy_sampler
 from autograder.reference.lab03 import (accept_tool_call, accept_with_retries, first_stop, generate,  # noqa: F401
                                         holdback_length, log_failures, replay, validate_params)
 

@@ -4,7 +4,7 @@ import torch
 
 import course
 from course import FinishReason
-from course.generation import GenerationResult, greedy_sampler
+from course.runs import GenerationResult, greedy_sampler
 from autograder.reference.lab03 import (accept_tool_call, accept_with_retries, first_stop, holdback_length,  # noqa: F401
                                         log_failures, replay, stream_generate, validate_params)
 

@@ -10,8 +10,8 @@ import torch
 
 import course
 from course import FakeClock, FinishReason, ScriptedModel
-from course.acceptance import InjectedModel
-from course.generation import GenerationResult, greedy_sampler, seeded_sampler
+from course.runs import InjectedModel
+from course.runs import GenerationResult, greedy_sampler, seeded_sampler
 
 EXPECT_FAIL = {}
 
