@@ -317,3 +317,49 @@ def test_check_command_reports_a_chinese_notebook_in_chinese(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "greedy_token_picks_argmax：可见检查" in p.stdout and "未通过 peaked_distribution" in p.stdout
     assert "提示：" in p.stdout and "继续加油" in p.stdout
+
+
+def test_standalone_grader_gives_equal_points_and_feedback_in_each_students_edition(tmp_path):
+    """The same code submitted in the English and the Chinese edition: equal points and an
+    equal record apart from its language; the feedback follows each edition; --lang overrides."""
+    import nbformat
+    from autograder.release import nbgrader_env
+    from autograder.tests.submissions import from_variant, write
+    bug = ROOT / "autograder" / "variants" / "lab00" / "bug_tie_highest_id.py"
+    en_nb = from_variant("lab00", bug)
+    zh_nb = nbformat.read(str(ROOT / "labs" / "zh" / "lab00" / "lab00.ipynb"), as_version=4)
+    code = {c.id: c.source for c in en_nb.cells if (c.metadata.get("nbgrader") or {}).get("solution")}
+    for c in zh_nb.cells:
+        if c.id in code:
+            c.source = code[c.id]
+    write(en_nb, tmp_path / "subs" / "ann.ipynb")
+    write(zh_nb, tmp_path / "subs" / "li.ipynb")
+    out = tmp_path / "grades"
+
+    def grade(*extra):
+        return subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "subs"), "--lab", "lab00",
+                               "--out", str(out), "--quiet", *extra], cwd=ROOT, env=nbgrader_env(),
+                              capture_output=True, text=True, timeout=600)
+
+    p = grade()
+    assert p.returncode == 0, p.stdout + p.stderr
+    ann, li = (json.loads((out / "students" / f"{s}.json").read_text()) for s in ("ann", "li"))
+    assert ann["score"] == li["score"] < ann["max_score"]
+    assert [t["score"] for t in ann["tests"]] == [t["score"] for t in li["tests"]]
+    assert ann["tests"] == li["tests"], "the record holds no translated text"
+    assert ann.get("language") is None and li["language"] == "zh"
+    en_fb = (out / "feedback" / "ann.md").read_text(encoding="utf-8")
+    zh_fb = (out / "feedback" / "li.md").read_text(encoding="utf-8")
+    hint = next(c["hint"] for t in ann["tests"] for c in t["cases"] if not c["passed"] and c["hint"])
+    assert "First failing case: **`exact_tie_goes_to_lowest_id`** on fixture `ties`" in en_fb
+    assert f"- hint: {hint}" in en_fb and not CJK.search(en_fb)
+    assert "第一个未通过的用例：**`exact_tie_goes_to_lowest_id`**（测试夹具 `ties`）" in zh_fb
+    assert f"- 提示：{messages.sentence(hint, 'zh')}" in zh_fb and CJK.search(messages.sentence(hint, "zh"))
+    gs = json.loads((out / "gradescope" / "li" / "results.json").read_text(encoding="utf-8"))
+    assert gs["score"] == li["score"] and "分" in gs["output"]
+    # --lang en: the text is rewritten from the records, nothing is regraded
+    p = grade("--lang", "en")
+    assert p.returncode == 0 and "graded 0, up to date 2" in p.stdout, p.stdout + p.stderr
+    rewritten = (out / "feedback" / "li.md").read_text(encoding="utf-8")
+    assert rewritten.startswith("# lab00 feedback: li\n") and not CJK.search(rewritten)
+    assert f"- hint: {hint}" in rewritten
