@@ -212,9 +212,11 @@ HINT_POSITIONS = {"Case": 6}
 
 
 def hint_files(root: Path | None = None) -> list[Path]:
-    """The modules whose hints reach a learner: the graders, checks.py and core.py."""
+    """The modules whose hints reach a learner: the graders, checks.py, core.py and the
+    isolated harness (which reports a case the way core.py does)."""
     ag = Path(root or ROOT) / "autograder"
-    return [ag / "core.py", ag / "checks.py"] + sorted((ag / "graders").glob("*.py"))
+    return [ag / "core.py", ag / "checks.py"] + sorted((ag / "graders").glob("*.py")) + \
+        sorted((ag / "isolation").glob("*.py"))
 
 
 def _placeholder(node) -> str:
@@ -299,6 +301,10 @@ class _Scan:
             for node in ast.walk(tree):
                 if isinstance(node, ast.keyword) and node.arg and HINT_NAME.search(node.arg):
                     self.hint(node.value)
+                elif isinstance(node, ast.Dict):       # {"message": ..., "hint": ...} (the isolated child)
+                    for k, v in zip(node.keys, node.values):
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str) and HINT_NAME.search(k.value):
+                            self.hint(v)
                 elif isinstance(node, ast.Call) and self._callee(node) in HINT_POSITIONS:
                     i = HINT_POSITIONS[self._callee(node)]
                     if i < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[:i + 1]):
