@@ -149,7 +149,7 @@ def _entry(result: TestResult, cases, *, hidden: bool, number: str, visibility: 
     score = round(sum(c.points for c in cases), 4)
     max_score = round(sum(c.max_points for c in cases), 4)
     which = messages.text("gradescope.hidden_checks" if hidden else "gradescope.checks", lang)
-    lines = [f"{result.description}", ""] + [case_line(c, lang=lang) for c in cases]
+    lines = [f"{messages.sentence(result.description, lang)}", ""] + [case_line(c, lang=lang) for c in cases]
     return {"name": f"{result.name} ({which})", "number": number, "score": score, "max_score": max_score,
             "status": "passed" if all(c.passed for c in cases) else "failed",
             "output": "\n".join(lines), "visibility": visibility, "tags": [result.lab]}
@@ -251,7 +251,7 @@ def feedback_markdown(rec: dict, *, lang: str | None = None) -> str:
     if rec.get("problems"):
         out += [t("feedback.problems"), ""] + [f"- {say(p)}" for p in rec["problems"]] + [""]
     for r in tests_of(rec):
-        out += [t("feedback.test", name=r.name, score=r.score, max_score=r.max_score), "", r.description, ""]
+        out += [t("feedback.test", name=r.name, score=r.score, max_score=r.max_score), "", say(r.description), ""]
         c = r.first_failure()
         if c is None:
             out += [t("feedback.all_passed", n=len(r.cases)), ""]

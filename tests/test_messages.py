@@ -247,8 +247,9 @@ def test_feedback_and_gradescope_follow_the_edition_with_the_same_points():
     assert not CJK.search(en) and en == reports.feedback_markdown(zh_rec, lang="en")
     assert "# lab00 反馈：s1" in zh and "**得分：" in zh and "第一个未通过的用例" in zh
     assert messages.sentence(hints[0], "zh") in zh and CJK.search(messages.sentence(hints[0], "zh"))
-    for r in results:     # names, case names and values are never translated
+    for r in results:     # names, case names and values are never translated; descriptions are
         assert f"## {r.name}：{r.score:g} / {r.max_score:g}" in zh
+        assert f"\n{messages.sentence(r.description, 'zh')}\n" in zh and r.description not in zh
         assert all(f"| {c.name} |" in zh for c in r.cases)
     gs_en, gs_zh = reports.gradescope_results(en_rec), reports.gradescope_results(zh_rec)
     assert [t["score"] for t in gs_en["tests"]] == [t["score"] for t in gs_zh["tests"]]

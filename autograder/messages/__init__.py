@@ -207,8 +207,9 @@ def sentence(english: str, lang: str | None = None) -> str:
 HINT_NAME = re.compile(r"hint", re.IGNORECASE)
 # functions that return (sentence, hint): the element that is a hint
 HINT_RETURNS = {"explain": 1}
-# classes whose positional argument at this index is a hint (core.Case's `hint` field)
-HINT_POSITIONS = {"Case": 6}
+# classes whose positional argument at this index a learner reads: core.Case's `hint` field,
+# core.Test's `description` (the line under each test in feedback.md and on Gradescope)
+HINT_POSITIONS = {"Case": 6, "Test": 2}
 
 
 def hint_files(root: Path | None = None) -> list[Path]:
@@ -470,8 +471,9 @@ class _Scan:
 
 
 def hint_templates(files=None) -> dict[str, list[str]]:
-    """Every hint sentence the graders can produce, as a template ({placeholder} for each
-    f-string field or non-literal part), with where it is written ("path:line")."""
+    """Every hint sentence the graders can produce (and every test description), as a
+    template ({placeholder} for each f-string field or non-literal part), with where it is
+    written ("path:line")."""
     found = _Scan([Path(f) for f in (files or hint_files())]).run()
     return {t: sorted(w) for t, w in sorted(found.items())}
 
