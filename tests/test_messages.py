@@ -113,6 +113,10 @@ def test_sentence_exact_entries_templates_and_values_kept_as_they_are():
     # a sentence that is not in the catalog, or only starts like a template, stays English
     assert messages.sentence("Something else entirely.", "zh") == "Something else entirely."
     assert messages.sentence(hint + " And more.", "zh") == hint + " And more."
+    # a frame with a clause added inside its last brackets is another sentence: it stays English
+    longer = "entropy differs from the expected value (largest difference at flat index 0) (in bits)"
+    assert messages.sentence(longer, "zh") == longer
+    assert messages.sentence(longer.replace(" (in bits)", ""), "zh") == "entropy 与期望值不同（最大差异在展平后的下标 0 处）"
     assert messages.sentence(None, "zh") is None and messages.sentence("", "zh") == ""
 
 

@@ -197,9 +197,24 @@ def sentence(english: str, lang: str | None = None) -> str:
         return table[escaped]
     for rx, names, value in _templates(lang):
         m = rx.fullmatch(english)
-        if m:
+        if m and all(_balanced(v) for v in m.groups()):
             return fill(value, {n: m.group(f"f{i}") for i, n in enumerate(names)})
     return english
+
+
+def _balanced(value: str) -> bool:
+    """True when a captured value opens and closes its brackets in order: a value such as
+    "0) (your value is in bits" means the template matched a longer sentence than it was
+    written for (one with a clause added), which then stays English."""
+    depth = 0
+    for ch in value:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
 
 
 # ---------------------------------------------------------------- finding the hint sentences
