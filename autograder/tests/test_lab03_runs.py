@@ -125,3 +125,44 @@ def test_build_leaves_the_spec_as_it_was():
     _, _, kwargs = grader.build(spec)
     kwargs["stop"].append("changed")
     assert repr(spec) == before
+
+
+PROBES_WITHOUT_ANSWERS = r'''
+import importlib.abc, json, sys, types
+BLOCKED = ("course.generation", "course.acceptance", "autograder.reference.lab03")
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in BLOCKED:
+            raise ImportError(f"{name} is out of reach")
+        return None
+
+sys.meta_path.insert(0, Blocker())
+sys.modules["autograder.reference.lab03"] = types.ModuleType("autograder.reference.lab03")  # the child's stub
+import nbformat
+from autograder.graders import lab03
+from autograder.notebook import extract, namespace
+ns = namespace(extract(nbformat.read(sys.argv[1], as_version=4)).code, "<lab03 solution>")
+failed = []
+for test in lab03.TESTS:
+    for case in test.cases:
+        try:
+            case.probe(ns)
+        except Exception as e:
+            failed.append(f"{test.name}/{case.name}: {type(e).__name__}: {e}")
+print(json.dumps({"failed": failed, "loaded": sorted(m for m in BLOCKED if m in sys.modules
+                                                      and m != "autograder.reference.lab03")}))
+'''
+
+
+def test_every_lab03_probe_runs_without_the_answer_modules(tmp_path):
+    """As in the isolated child: course.generation and course.acceptance cannot be imported
+    and the reference is a stub. Every probe of lab03 still runs the solution to the end."""
+    import json
+    script = tmp_path / "probes.py"
+    script.write_text(PROBES_WITHOUT_ANSWERS, encoding="utf-8")
+    out = subprocess.run([sys.executable, str(script), str(ROOT / "solutions" / "lab03" / "lab03.ipynb")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"failed": [], "loaded": []}, report
