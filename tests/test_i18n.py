@@ -205,6 +205,7 @@ def test_message_catalogs_have_the_same_ids_and_placeholders():
 
 def test_messages_follow_the_chosen_language(monkeypatch):
     monkeypatch.delenv(messages.LANG_ENV, raising=False)
+    monkeypatch.delenv(messages.SESSION_ENV, raising=False)   # not inside a Jupyter-started kernel
     assert messages.text("case.expected") == "expected:"
     monkeypatch.setenv(messages.LANG_ENV, "zh")
     assert messages.text("case.expected") == "期望："
