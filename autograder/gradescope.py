@@ -59,6 +59,9 @@ def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
     for p in sorted(ag.glob("*.py")) + sorted((ag / "isolation").glob("*.py")):
         if p.stem not in DEV_ONLY:
             add(p)
+    for p in sorted((ag / "messages").glob("*")):   # the report text in each language (reports.py)
+        if p.suffix in (".py", ".json"):
+            add(p)
     wanted = lab_modules(lab, root)
     for sub in ("graders", "reference"):
         for p in sorted((ag / sub).glob("*.py")):
