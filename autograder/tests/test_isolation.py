@@ -5,14 +5,12 @@ Fast: lab00's solution, release and every variant, isolated vs in-process, case 
 the protocol (what the child is told); the sandbox settings.
 Slow: standalone vs `nbgrader autograde` (and vs in-process) for lab00 (solution, release,
 every variant, the eq-cheat and monkeypatch submissions) and every other lab with
-notebooks (solution, release, one bug variant; without their demo cells, which do not
-change a grade but cost nbgrader minutes).
+notebooks (solution, release, one bug variant), nbgrader's side taken from the session's one
+nbgrader run (autograder/tests/nbgrader_corpus.py).
 """
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -22,11 +20,9 @@ import pytest
 from autograder import isolation
 from autograder.isolation import driver
 from autograder.batch import Entry, grade_batch
-from autograder.core import get_tests, labs, run_test
+from autograder.core import get_tests, run_test
 from autograder.isolation import Limits, Runtime, Sandbox, grade_isolated, prepare
-from autograder.tests import adversarial
-from autograder.tests.submissions import (from_variant, nbgrader_autograde_many, solution, with_solution_code,
-                                          without_demos, write)
+from autograder.tests.submissions import from_variant, solution, without_demos, write
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ROOT / "autograder" / "variants"
@@ -174,40 +170,22 @@ def test_a_generous_but_finite_memory_limit_is_enough_for_torch(tmp_path):
 
 # ---------------------------------------------------------------- slow: every lab
 
-def _labs_with_notebooks():
-    return [lab for lab in labs() if list((ROOT / "solutions" / lab).glob("*.ipynb"))
-            and list((ROOT / "labs" / lab).glob("*.ipynb"))]
-
-
 @pytest.mark.slow
-def test_standalone_agrees_with_nbgrader(tmp_path):
-    """Same submissions, two harnesses, the same points for every graded cell. Also
-    records what nbgrader gives the adversarial `monkeypatch` submission (it replaces
+def test_standalone_agrees_with_nbgrader(nbgrader_corpus, tmp_path):
+    """Same submissions, two harnesses, the same points for every graded cell. nbgrader's
+    verdicts come from the session's one nbgrader run (autograder/tests/nbgrader_corpus.py).
+    Also records what nbgrader gives the adversarial `monkeypatch` submission (it replaces
     autograder.kernel.grade in the kernel): see the printed table."""
     t0 = time.monotonic()
+    nbg = nbgrader_corpus.scores
     plan = {}
-    for lab in _labs_with_notebooks():
-        nbs = _notebooks_for(lab, tmp_path / "subs" / lab, all_variants=(lab == "lab00"))
-        if lab != "lab00":   # demo cells do not change a grade; nbgrader runs faster without them
-            nbs = {s: write(without_demos(nbformat.read(str(p), as_version=4)),
-                            tmp_path / "lean" / lab / s / p.name) for s, p in nbs.items()}
-        if lab == "lab00":
-            for name in ("eq_cheat", "monkeypatch"):
-                src = adversarial.sources()[name].read_text()
-                nbs[f"adv_{name}"] = write(with_solution_code("lab00", {}, first=src),
-                                           tmp_path / "subs" / lab / f"adv_{name}" / "lab00.ipynb")
+    for lab, subs in nbgrader_corpus.plan.items():
+        nbs = {s: p for s, p in subs.items() if not s.startswith("solved_")}
+        if lab != "lab00":   # demo cells do not change a grade; the standalone run is faster without them
+            nbs = {s: (write(without_demos(nbformat.read(str(p), as_version=4)), tmp_path / "lean" / lab / s / p.name)
+                       if s in ("solved", "unsolved") else p) for s, p in nbs.items()}
         plan[lab] = nbs
-    # two scratch courses (one per core), each graded by one nbgrader autograde over its labs
-    order = sorted(plan, key=lambda lab: -len(plan[lab]))
-    halves = [{}, {}]
-    for lab in order:
-        min(halves, key=lambda h: sum(len(v) for v in h.values()))[lab] = plan[lab]
-    waits = [nbgrader_autograde_many(h, tmp_path / f"nbgrader{i}", start_only=True)
-             for i, h in enumerate(halves) if h]
     standalone = {lab: _isolated(lab, nbs, tmp_path / "standalone" / lab, workers=1) for lab, nbs in plan.items()}
-    nbg = {}
-    for wait in waits:
-        nbg.update(wait())
     for lab, nbs in plan.items():   # the isolated verdicts are the in-process ones, case by case
         _compare(lab, {s: p for s, p in nbs.items() if not s.startswith("adv_")}, standalone[lab])
     table = []
