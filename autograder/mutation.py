@@ -41,21 +41,23 @@ TARGETS = {
     "lab00": ["autograder.reference.lab00"],
     "lab01": ["autograder.reference.lab01"],
     "lab02": ["course.sampling"],
-    "lab03": ["course.generation", "autograder.reference.lab03"],
+    "lab03": ["course.generation", "course.runs", "autograder.reference.lab03"],
     "lab04": ["autograder.reference.lab04"],
 }
 # Modules that bind names from a mutated module at import: executed again after each
 # mutation so they (and the judges through them) see the mutant.
 REBIND = {
     "lab02": ["autograder.reference.lab02"],
-    "lab03": ["course.acceptance", "autograder.reference.lab03"],
+    "lab03": ["course.generation", "course.acceptance", "autograder.reference.lab03"],   # in import order
 }
 # In a course module only the functions the judges compute expected values with count;
 # the rest of the module (e.g. course.generation's TextStream: lab03's stream judges use
 # an independent oracle, reference.safe_emissions) is not what a hidden case checks.
 SCOPE = {
-    "course.generation": ("validate_params", "first_stop", "holdback_length", "greedy_sampler",
-                          "seeded_sampler", "_check_input_ids", "_steps", "_start", "generate"),
+    "course.generation": ("validate_params", "first_stop", "holdback_length", "_check_input_ids", "_steps",
+                          "_start", "generate"),
+    # course.runs is lab03's scaffolding; of it only the samplers compute what judges expect
+    "course.runs": ("greedy_sampler", "seeded_sampler"),
     # lab02's judges take top-k/top-p from course.sampling and its argument checks (through
     # reference_rejects); the pipeline is judged against transformers' warpers and sampling
     # by chi-square against softmax, independent oracles, so those functions are out of scope
