@@ -2,7 +2,8 @@
 
 generate_assignment -> submissions -> autograde -> generate_feedback -> export, run once for
 the whole session by the `nbgrader_corpus` fixture (autograder/tests/nbgrader_corpus.py).
-Per lab: the unsolved release must run to the end and score 0 on every graded cell; the
+Per lab: the unsolved release, in every language edition, must run to the end and score 0
+on every graded cell; the
 solution must score full marks; feedback HTML must exist; the exported CSV must match the
 gradebook.
 
@@ -39,37 +40,39 @@ def test_full_nbgrader_pipeline(nbgrader_corpus):
     for lab in run.plan:
         root = run.course_of(lab)
         solved_editions = [s for s in run.plan[lab] if s.startswith("solved")]
+        unsolved_editions = [s for s in run.plan[lab] if s.startswith("unsolved")]
         with Gradebook("sqlite:///" + str(root / "course" / "nbgrader" / "gradebook.db")) as gb:
-            for student in ["unsolved"] + solved_editions:
+            for student in unsolved_editions + solved_editions:
                 submission = gb.find_submission(lab, student)
                 graded = [g for nb in submission.notebooks for g in nb.grades if g.max_score]
                 assert graded, f"{lab}: no graded cells for {student}"
                 for g in graded:
-                    if student == "unsolved":
-                        assert g.score == 0, f"{lab}: the unsolved release earns {g.score} on {g.name}"
+                    if student.startswith("unsolved"):
+                        assert g.score == 0, f"{lab}: the release ({student}) earns {g.score} on {g.name}"
                     else:
                         assert g.score == g.max_score, f"{lab}: {student} earns {g.score}/{g.max_score} on {g.name}"
                 for nb in submission.notebooks:
                     feedback = root / "course" / "nbgrader" / "feedback" / student / lab / f"{nb.name}.html"
                     assert feedback.is_file() and "<html" in feedback.read_text(encoding="utf-8")[:2000].lower()
             rows = list(csv.DictReader((root / "grades.csv").open()))
-            for student in ["unsolved"] + solved_editions:
+            for student in unsolved_editions + solved_editions:
                 row = [r for r in rows if r["assignment"] == lab and r["student_id"] == student]
                 assert len(row) == 1
                 assert float(row[0]["score"]) == pytest.approx(gb.find_submission(lab, student).score)
-                if student == "unsolved":
+                if student.startswith("unsolved"):
                     assert float(row[0]["score"]) == 0
                 else:
                     assert float(row[0]["score"]) == float(row[0]["max_score"]) > 0
         for student in solved_editions[1:]:
             assert run.scores[lab][student] == run.scores[lab]["solved"], f"{lab}: {student} != solved"
-        # the autograded release really ran to the end: its last code cell was executed
-        unsolved = run.autograded(lab, "unsolved")
-        assert unsolved, f"{lab}: no autograded release"
-        for nb_path in unsolved:
-            nb = nbformat.read(str(nb_path), as_version=4)
-            code = [c for c in nb.cells if c.cell_type == "code"]
-            assert code[-1].execution_count is not None, f"{lab}: autograde stopped before the last cell"
+        # the autograded release (every edition) really ran to the end: its last code cell was executed
+        for student in unsolved_editions:
+            unsolved = run.autograded(lab, student)
+            assert unsolved, f"{lab}: no autograded notebook for {student}"
+            for nb_path in unsolved:
+                nb = nbformat.read(str(nb_path), as_version=4)
+                code = [c for c in nb.cells if c.cell_type == "code"]
+                assert code[-1].execution_count is not None, f"{lab}: autograde of {student} stopped before the last cell"
         # every edition of the solution ran top to bottom without an error in any cell
         for student in solved_editions:
             solved = run.autograded(lab, student)

@@ -6,6 +6,7 @@
 
 Per lab the submissions are:
   unsolved       the release as a student receives it (must score 0 and run to its end)
+  unsolved_<lang>  the release of each other language edition (the same)
   solved         the solution notebook with its demos (the one full run of every solution)
   solved_<lang>  the same solution in each language edition (translated text and docstrings;
                  without the demo cells, which are the English ones byte for byte)
@@ -29,7 +30,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import editions
-from autograder.release import nbgrader_env
+from autograder.release import nbgrader_env, release_dir
 from autograder.tests import adversarial
 from autograder.tests.submissions import from_variant, solution, with_solution_code, without_demos, write
 
@@ -53,6 +54,8 @@ def plan_for(lab: str, folder: Path) -> dict[str, Path]:
     """student -> notebook path for one lab (written under `folder` where built)."""
     rel = sorted((ROOT / "labs" / lab).glob("*.ipynb"))[0]
     out = {"unsolved": rel, "solved": solution(lab)}
+    for lang in editions_of(lab):
+        out[f"unsolved_{lang}"] = sorted(release_dir(lab, lang).glob("*.ipynb"))[0]
     for lang in editions_of(lab):   # demo cells are the English ones byte for byte (tests/test_i18n.py)
         out[f"solved_{lang}"] = write(without_demos(editions.edition(lab, lang)),
                                       folder / f"solved_{lang}" / f"{lab}.ipynb")
@@ -118,7 +121,7 @@ def graded_corpus(workdir: Path, *, labs: list[str] | None = None, timeout: floa
     labs = labs or labs_with_notebooks()
     plan = {lab: plan_for(lab, workdir / "subs" / lab) for lab in labs}
     halves: list[list[str]] = [[], []]
-    cost = lambda lab: sum(HEAVY.get(s, 3 if s.startswith("solved_") else 1) for s in plan[lab])  # noqa: E731
+    cost = lambda lab: sum(HEAVY.get(s, 1) for s in plan[lab])  # noqa: E731
     for lab in sorted(labs, key=lambda lab: -cost(lab)):
         min(halves, key=lambda h: sum(cost(x) for x in h)).append(lab)
     roots = [workdir / f"course{i}" for i in range(2)]
