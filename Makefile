@@ -47,10 +47,10 @@ new-lab: $(STAMP)  ## scaffold every file of a new lab: make new-lab LAB=lab05 T
 mutation: $(STAMP)  ## mutation score of the graders per lab (mutmut over autograder/reference): make mutation [LAB=lab04]
 	$(PY) -m autograder.mutation $(or $(LAB),$(LABS))
 
-e2e: $(STAMP)  ## browser tests: real JupyterLab in headless Chromium (installs chromium with apt-get as root)
-	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
-	  else echo "e2e needs chromium and chromium-driver: sudo apt-get install chromium chromium-driver"; exit 1; fi; fi
+e2e: $(STAMP)  ## browser tests: real JupyterLab in headless Chromium (installs chromium and a CJK font with apt-get as root)
+	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null || ! fc-list :lang=zh 2>/dev/null | grep -q .; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-noto-cjk; \
+	  else echo "e2e needs chromium, chromium-driver and a CJK font: sudo apt-get install chromium chromium-driver fonts-noto-cjk"; exit 1; fi; fi
 	$(PY) -m pytest e2e -p no:cacheprovider
 
 release: $(STAMP)  ## regenerate labs/ (student release) from solutions/ with nbgrader

@@ -171,3 +171,20 @@ def test_solved_lab_draws_figures_and_a_live_slider(lab_server, browser):
     text = output_text(cell)
     shot(browser, "lab01_solved_self_check")
     assert "visible checks passed." in text and "still failing" not in text, text[-1500:]
+
+
+def test_the_chinese_edition_reports_in_chinese(lab_server, browser):
+    """A learner who opens zh/lab01 gets the self-check in Chinese: the kernel finds its
+    notebook through the server (JPY_SESSION_NAME) and reads the edition's language."""
+    path = lab_server.work / "zh" / LAB / f"{LAB}.ipynb"
+    assert path.is_file(), "the lab server did not copy the Chinese edition into the work folder"
+    with_self_check_cell(path)
+    open_notebook(browser, lab_server, f"zh/{LAB}/{LAB}.ipynb")
+    run_all(browser)
+    cell = cell_with(browser, "self_check(")
+    run_cell(browser, cell)
+    text = wait_for(browser, lambda d: "项可见检查" in output_text(cell) and output_text(cell), 60,
+                    message="the Chinese self-check report")
+    shot(browser, "lab01_zh_stub_self_check")
+    assert "自检" in text and "未通过" in text and "提示" in text, text[-1500:]
+    assert "FAIL" not in text and "hint:" not in text, text[-1500:]
