@@ -31,11 +31,11 @@ lab: $(STAMP)  ## copy new labs into work/ (never overwrites) and open JupyterLa
 instructor: $(STAMP)  ## open JupyterLab on the course root with nbgrader's formgrader
 	$(PY) -m course.lab_server --instructor
 
-test: $(STAMP)  ## run the whole test suite
-	$(PY) -m pytest
+test: $(STAMP)  ## run the test suite (two workers, one torch thread each; a test file stays on one worker)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
 
 test-fast: $(STAMP)  ## run the tests not marked slow (no real nbgrader, kernels or servers; under 2 minutes)
-	$(PY) -m pytest -m "not slow" -q
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile
 
 docs: $(STAMP)  ## rebuild course/SYLLABUS.md and course/GLOSSARY.md from course/syllabus/ and course/glossary/
 	$(PY) -m course.docs
@@ -47,7 +47,7 @@ new-lab: $(STAMP)  ## scaffold every file of a new lab: make new-lab LAB=lab05 T
 mutation: $(STAMP)  ## mutation score of the graders per lab (mutmut over autograder/reference): make mutation [LAB=lab04]
 	$(PY) -m autograder.mutation $(or $(LAB),$(LABS))
 
-e2e: $(STAMP)  ## browser tests: real JupyterLab in headless Chromium (installs chromium and a CJK font with apt-get as root)
+e2e: $(STAMP)  ## end to end: real nbgrader over every lab and edition, then JupyterLab in headless Chromium (installs chromium, a CJK font as root)
 	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null || ! fc-list :lang=zh 2>/dev/null | grep -q .; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-noto-cjk; \
 	  else echo "e2e needs chromium, chromium-driver and a CJK font: sudo apt-get install chromium chromium-driver fonts-noto-cjk"; exit 1; fi; fi

@@ -1,7 +1,12 @@
-"""Browser tests: a real JupyterLab, started the way `make lab` starts it, driven by headless
-Chromium through Selenium and Debian's chromium-driver. Run with `make e2e` (it installs
-chromium and chromium-driver with apt-get when run as root); `make test` never collects
-this folder. Screenshots go to e2e/screenshots/ (git-ignored)."""
+"""The end-to-end tier, run by `make e2e` (and CI); `make test` never collects this folder.
+
+- test_nbgrader_pipeline.py: the real nbgrader CLI over every lab in every language edition
+  (each solution and release notebook runs top to bottom), and the standalone grader agreeing
+  with it cell by cell.
+- test_lab_in_browser.py: a real JupyterLab, started the way `make lab` starts it, driven by
+  headless Chromium through Selenium and Debian's chromium-driver (`make e2e` installs
+  chromium, chromium-driver and a CJK font with apt-get when run as root). Screenshots go to
+  e2e/screenshots/ (git-ignored)."""
 from __future__ import annotations
 
 import os

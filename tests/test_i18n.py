@@ -1,7 +1,7 @@
 """Language editions: complete and current translations, identical code, equal grades.
 
 Each edition's release and solution are also graded by the real nbgrader, as the same
-assignment, in the session's one nbgrader run (tests/test_nbgrader_pipeline.py): the release
+assignment, in the session's one nbgrader run (e2e/test_nbgrader_pipeline.py, `make e2e`): the release
 runs to its end and scores 0, the solution runs top to bottom without an error and scores
 what the English one does."""
 import copy

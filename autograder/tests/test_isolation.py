@@ -3,18 +3,14 @@ child nothing but which case to run, and agrees with the real nbgrader.
 
 Fast: lab00's solution, release and every variant, isolated vs in-process, case by case;
 the protocol (what the child is told); the sandbox settings.
-Slow: standalone vs `nbgrader autograde` (and vs in-process) for lab00 (solution, release,
-every variant, the eq-cheat and monkeypatch submissions) and every other lab with
-notebooks (solution, release, one bug variant), nbgrader's side taken from the session's one
-nbgrader run (autograder/tests/nbgrader_corpus.py).
+Standalone vs the real `nbgrader autograde` for every lab: e2e/test_nbgrader_pipeline.py (`make e2e`)
+(it shares one nbgrader run with the pipeline test).
 """
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from autograder import isolation
@@ -22,7 +18,7 @@ from autograder.isolation import driver
 from autograder.batch import Entry, grade_batch
 from autograder.core import get_tests, run_test
 from autograder.isolation import Limits, Runtime, Sandbox, grade_isolated, prepare
-from autograder.tests.submissions import from_variant, solution, without_demos, write
+from autograder.tests.submissions import from_variant, solution, write
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ROOT / "autograder" / "variants"
@@ -167,42 +163,3 @@ def test_a_generous_but_finite_memory_limit_is_enough_for_torch(tmp_path):
         g = grade_isolated(prepare(solution("lab00"), "lab00"), rt, limits=Limits(memory=int(1.5 * (1 << 30))))
     assert g.score == g.max_score, g.problems
 
-
-# ---------------------------------------------------------------- slow: every lab
-
-@pytest.mark.slow
-def test_standalone_agrees_with_nbgrader(nbgrader_corpus, tmp_path):
-    """Same submissions, two harnesses, the same points for every graded cell. nbgrader's
-    verdicts come from the session's one nbgrader run (autograder/tests/nbgrader_corpus.py).
-    Also records what nbgrader gives the adversarial `monkeypatch` submission (it replaces
-    autograder.kernel.grade in the kernel): see the printed table."""
-    t0 = time.monotonic()
-    nbg = nbgrader_corpus.scores
-    plan = {}
-    for lab, subs in nbgrader_corpus.plan.items():
-        nbs = {s: p for s, p in subs.items() if not s.startswith(("solved_", "unsolved_"))}   # other editions
-        if lab != "lab00":   # demo cells do not change a grade; the standalone run is faster without them
-            nbs = {s: (write(without_demos(nbformat.read(str(p), as_version=4)), tmp_path / "lean" / lab / s / p.name)
-                       if s in ("solved", "unsolved") else p) for s, p in nbs.items()}
-        plan[lab] = nbs
-    standalone = {lab: _isolated(lab, nbs, tmp_path / "standalone" / lab, workers=1) for lab, nbs in plan.items()}
-    for lab, nbs in plan.items():   # the isolated verdicts are the in-process ones, case by case
-        _compare(lab, {s: p for s, p in nbs.items() if not s.startswith("adv_")}, standalone[lab])
-    table = []
-    for lab, nbs in plan.items():
-        for student in nbs:
-            mine = {t["name"]: t["score"] for t in standalone[lab][student]["tests"]}
-            theirs = nbg[lab][student]
-            table.append((lab, student, sum(mine.values()), sum(theirs.values())))
-            if student == "adv_monkeypatch":
-                assert sum(mine.values()) == 0
-                continue
-            assert set(theirs) == set(mine), f"{lab}: graded cells {sorted(theirs)} != tests {sorted(mine)}"
-            for name in mine:
-                assert mine[name] == pytest.approx(theirs[name]), \
-                    f"{lab}/{student}/{name}: standalone {mine[name]} != nbgrader {theirs[name]}"
-            if student == "adv_eq_cheat":
-                assert sum(theirs.values()) == 0, "nbgrader's in-kernel path must not credit the eq-cheat"
-    print(f"\nstandalone vs nbgrader ({time.monotonic() - t0:.0f} s):")
-    for row in table:
-        print("  %-6s %-40s standalone %6g  nbgrader %6g" % row)

@@ -12,11 +12,19 @@ cell of the solved submission, demos and plots included, on the CPU with MPLBACK
 cell of it may end in an error. Each other language edition of the solution runs too (its
 demo cells are the English ones byte for byte, so they are left out): no error, and graded as
 the same assignment it scores exactly what the English one does.
+
+The standalone grader (sandboxed children) gives every submission of that run the points
+nbgrader gave it, cell by cell. Both tests live in this file so that a parallel run
+(pytest-xdist, --dist loadfile) makes the shared nbgrader run once, on one worker.
 """
 import csv
+import time
 
 import nbformat
 import pytest
+
+from autograder.tests.submissions import without_demos, write
+from autograder.tests.test_isolation import _compare, _isolated
 
 
 def _ran_without_errors(lab, nb_path):
@@ -79,3 +87,41 @@ def test_full_nbgrader_pipeline(nbgrader_corpus):
             assert solved, f"{lab}: no autograded notebook for {student}"
             for nb_path in solved:
                 _ran_without_errors(lab, nb_path)
+
+
+@pytest.mark.slow
+def test_standalone_agrees_with_nbgrader(nbgrader_corpus, tmp_path):
+    """Same submissions, two harnesses, the same points for every graded cell. nbgrader's
+    verdicts come from the session's one nbgrader run (autograder/tests/nbgrader_corpus.py).
+    Also records what nbgrader gives the adversarial `monkeypatch` submission (it replaces
+    autograder.kernel.grade in the kernel): see the printed table."""
+    t0 = time.monotonic()
+    nbg = nbgrader_corpus.scores
+    plan = {}
+    for lab, subs in nbgrader_corpus.plan.items():
+        nbs = {s: p for s, p in subs.items() if not s.startswith(("solved_", "unsolved_"))}   # other editions
+        if lab != "lab00":   # demo cells do not change a grade; the standalone run is faster without them
+            nbs = {s: (write(without_demos(nbformat.read(str(p), as_version=4)), tmp_path / "lean" / lab / s / p.name)
+                       if s in ("solved", "unsolved") else p) for s, p in nbs.items()}
+        plan[lab] = nbs
+    standalone = {lab: _isolated(lab, nbs, tmp_path / "standalone" / lab, workers=1) for lab, nbs in plan.items()}
+    for lab, nbs in plan.items():   # the isolated verdicts are the in-process ones, case by case
+        _compare(lab, {s: p for s, p in nbs.items() if not s.startswith("adv_")}, standalone[lab])
+    table = []
+    for lab, nbs in plan.items():
+        for student in nbs:
+            mine = {t["name"]: t["score"] for t in standalone[lab][student]["tests"]}
+            theirs = nbg[lab][student]
+            table.append((lab, student, sum(mine.values()), sum(theirs.values())))
+            if student == "adv_monkeypatch":
+                assert sum(mine.values()) == 0
+                continue
+            assert set(theirs) == set(mine), f"{lab}: graded cells {sorted(theirs)} != tests {sorted(mine)}"
+            for name in mine:
+                assert mine[name] == pytest.approx(theirs[name]), \
+                    f"{lab}/{student}/{name}: standalone {mine[name]} != nbgrader {theirs[name]}"
+            if student == "adv_eq_cheat":
+                assert sum(theirs.values()) == 0, "nbgrader's in-kernel path must not credit the eq-cheat"
+    print(f"\nstandalone vs nbgrader ({time.monotonic() - t0:.0f} s):")
+    for row in table:
+        print("  %-6s %-40s standalone %6g  nbgrader %6g" % row)
