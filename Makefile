@@ -34,7 +34,7 @@ instructor: $(STAMP)  ## open JupyterLab on the course root with nbgrader's form
 test: $(STAMP)  ## run the test suite (two workers, one torch thread each; a test file stays on one worker)
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
 
-test-fast: $(STAMP)  ## run the tests not marked slow (no real nbgrader, kernels or servers; under 2 minutes)
+test-fast: $(STAMP)  ## run the tests not marked slow (no real nbgrader, kernels or servers; about 3 minutes on 2 cores)
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile
 
 docs: $(STAMP)  ## rebuild course/SYLLABUS.md and course/GLOSSARY.md from course/syllabus/ and course/glossary/
