@@ -84,3 +84,11 @@ def dumps(fx: dict) -> str:
     lines.append("  ]")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def dumps_listed(head: dict, key: str, items: list, *, sort_keys: bool = False) -> str:
+    """Stable text for a file of many records: the head's keys one per line, then `key` with
+    one item per line (what allocator_ops.json and lab03_runs.json are written as)."""
+    lines = ["{"] + [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + [f"  {json.dumps(key)}: ["]
+    lines += [f"    {json.dumps(x, sort_keys=sort_keys)}{',' if i < len(items) - 1 else ''}" for i, x in enumerate(items)]
+    return "\n".join(lines + ["  ]", "}"]) + "\n"

@@ -10,7 +10,7 @@ fixtures on disk: after changing one of those, run `make fixtures` twice.
 """
 from __future__ import annotations
 
-import json
+from fixture_lib import dumps_listed
 
 FIXTURES: list = []
 
@@ -26,9 +26,7 @@ def course_runs() -> list[dict]:
 def dumps(runs: list[dict]) -> str:
     head = {"name": "lab03_runs", "schema_version": "lab03_runs/1",
             "description": "the course loop's results of the lab03 graders' COURSE_RUN_SPECS"}
-    lines = ["{"] + [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + ['  "runs": [']
-    lines += [f"    {json.dumps(r, sort_keys=True)}{',' if i < len(runs) - 1 else ''}" for i, r in enumerate(runs)]
-    return "\n".join(lines + ["  ]", "}"]) + "\n"
+    return dumps_listed(head, "runs", runs, sort_keys=True)
 
 
 _RUNS = course_runs()

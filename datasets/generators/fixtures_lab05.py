@@ -9,7 +9,7 @@ unknown_free (one held id plus num_blocks + pick) must raise and change nothing.
 """
 from __future__ import annotations
 
-import json
+from fixture_lib import dumps_listed
 
 FIXTURES: list = []
 
@@ -39,9 +39,7 @@ def allocator_sequences(n: int = 60) -> list[list[list]]:
 def dumps(seqs) -> str:
     head = {"name": "allocator_ops", "schema_version": "allocator_ops/1", "num_blocks": 8, "block_size": 4,
             "description": "block-allocator operation sequences (lab05 graders), hypothesis derandomized"}
-    lines = ["{"] + [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + ['  "sequences": [']
-    lines += [f"    {json.dumps(s)}{',' if i < len(seqs) - 1 else ''}" for i, s in enumerate(seqs)]
-    return "\n".join(lines + ["  ]", "}"]) + "\n"
+    return dumps_listed(head, "sequences", seqs)
 
 
 _SEQS = allocator_sequences()
