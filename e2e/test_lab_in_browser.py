@@ -119,19 +119,26 @@ def output_text(cell) -> str:
     return "\n".join(o.text for o in cell.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output"))
 
 
-def test_stub_self_check_fails_in_the_browser(lab_server, browser):
-    path = lab_server.work / LAB / f"{LAB}.ipynb"
-    assert path.is_file(), "the lab server did not copy the lab into the work folder"
+def stub_self_check(browser, lab_server, rel: str, done: str, name: str) -> str:
+    """Open the untouched stub at work/`rel`, Run All, run its self-check cell; the report's
+    text once it shows `done` (a screenshot `name` is kept)."""
+    path = lab_server.work / rel
+    assert path.is_file(), f"the lab server did not copy {rel} into the work folder"
     with_self_check_cell(path)
-    open_notebook(browser, lab_server, f"{LAB}/{LAB}.ipynb")
+    open_notebook(browser, lab_server, rel)
     run_all(browser)                      # stops at the first cell that calls an unwritten exercise
     errors = browser.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     assert errors, "Run All on the stub should stop at a NotImplementedError"
     cell = cell_with(browser, "self_check(")
     run_cell(browser, cell)
-    text = wait_for(browser, lambda d: "visible checks passed" in output_text(cell) and output_text(cell), 60,
-                    message="the self-check report")
-    shot(browser, "lab01_stub_self_check")
+    text = wait_for(browser, lambda d: done in output_text(cell) and output_text(cell), 60,
+                    message=f"the self-check report of {rel}")
+    shot(browser, name)
+    return text
+
+
+def test_stub_self_check_fails_in_the_browser(lab_server, browser):
+    text = stub_self_check(browser, lab_server, f"{LAB}/{LAB}.ipynb", "visible checks passed", "lab01_stub_self_check")
     assert "still failing" in text and "FAIL" in text and "not implemented yet" in text, text[-1500:]
     assert "[1/" in text, "the self-check shows its progress test by test"
 
@@ -176,15 +183,6 @@ def test_solved_lab_draws_figures_and_a_live_slider(lab_server, browser):
 def test_the_chinese_edition_reports_in_chinese(lab_server, browser):
     """A learner who opens zh/lab01 gets the self-check in Chinese: the kernel finds its
     notebook through the server (JPY_SESSION_NAME) and reads the edition's language."""
-    path = lab_server.work / "zh" / LAB / f"{LAB}.ipynb"
-    assert path.is_file(), "the lab server did not copy the Chinese edition into the work folder"
-    with_self_check_cell(path)
-    open_notebook(browser, lab_server, f"zh/{LAB}/{LAB}.ipynb")
-    run_all(browser)
-    cell = cell_with(browser, "self_check(")
-    run_cell(browser, cell)
-    text = wait_for(browser, lambda d: "项可见检查" in output_text(cell) and output_text(cell), 60,
-                    message="the Chinese self-check report")
-    shot(browser, "lab01_zh_stub_self_check")
+    text = stub_self_check(browser, lab_server, f"zh/{LAB}/{LAB}.ipynb", "项可见检查", "lab01_zh_stub_self_check")
     assert "自检" in text and "未通过" in text and "提示" in text, text[-1500:]
     assert "FAIL" not in text and "hint:" not in text, text[-1500:]
