@@ -27,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
 
 from autograder import editions
 from autograder.release import nbgrader_env, release_dir
@@ -36,7 +35,6 @@ from autograder.tests.submissions import from_variant, solution, with_solution_c
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ROOT / "autograder" / "variants"
-FULL_RUNS = ("unsolved", "solved")     # students whose notebooks keep their demo cells
 # a rough cost of one notebook, to split the labs evenly between the two courses
 HEAVY = {"solved": 4, "unsolved": 2}
 
@@ -138,7 +136,3 @@ def graded_corpus(workdir: Path, *, labs: list[str] | None = None, timeout: floa
                 run.scores.setdefault(lab, {})[student] = {g.name: float(g.score) for nb in sub.notebooks
                                                            for g in nb.grades}
     return run
-
-
-def read(path: Path):
-    return nbformat.read(str(path), as_version=4)
