@@ -14,13 +14,23 @@ One step (after nano-vllm's scheduler, vLLM's surface):
                                pool is short, preempt the NEWEST running request (free its
                                blocks, put it back at the head of the queue: it recomputes later)
     3. admission (FCFS)        while a batch slot is free and the OLDEST waiting request's
-                               tokens fit with `watermark_blocks` still free, admit it; never
-                               skip the head for a smaller one behind it (that starves it)
+                               tokens fit with `watermark_blocks` still free, admit it (with
+                               nothing running, the watermark protects nobody: the head is
+                               admitted if its tokens fit at all); never skip the head for a
+                               smaller one behind it (that starves it)
     4. one forward             prefills of the admitted, recomputes of the resumed and one
                                decode for each running request, in one batch (course.batched)
     5. per request             sample (course.sampling), then the endings of Lab 03 in their
                                order: EOS, stop token, stop string, max_tokens; an ending
                                releases the request's blocks in this same step
+
+Liveness. A request is refused at once (RequestRefused) when it could not run even
+alone in an empty pool: prompt + max_tokens - 1 tokens (the last token is returned,
+never fed back) need more than num_blocks blocks, or exceed the model's context. Every
+other request finishes: the oldest running request is never preempted (the newest goes
+first) and always fits alone, so every step that has a running request gives it a
+token, and with nothing running the head of the queue is admitted. Hence, with all
+requests queued, the engine needs at most sum(max_tokens) steps to finish them all.
 
 A model error ends only the requests that cause it: when the batched forward raises,
 each request is recomputed alone, and only those that fail alone end with `error`.
@@ -123,11 +133,10 @@ class Engine:
         if context is not None and longest > context:
             raise RequestRefused(f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) - 1 = {longest} tokens "
                                  f"exceeds the model's context of {context}.")
-        if blocks_needed(longest, cfg.block_size) > cfg.num_blocks or \
-                blocks_needed(len(prompt), cfg.block_size) + cfg.watermark_blocks > cfg.num_blocks:
-            raise RequestRefused(f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) needs "
-                                 f"{blocks_needed(longest, cfg.block_size)} blocks of {cfg.block_size}; the pool "
-                                 f"has {cfg.num_blocks} (watermark {cfg.watermark_blocks}).")
+        if blocks_needed(longest, cfg.block_size) > cfg.num_blocks:     # could not run even alone
+            raise RequestRefused(f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) - 1 = {longest} tokens "
+                                 f"need {blocks_needed(longest, cfg.block_size)} blocks of {cfg.block_size}; the "
+                                 f"pool has {cfg.num_blocks}.")
         with self._lock:
             if len(self.waiting) >= cfg.max_waiting:
                 raise QueueFull(f"{len(self.waiting)} requests are waiting (max_waiting={cfg.max_waiting}); "
@@ -219,7 +228,7 @@ class Engine:
         if not preempted:
             while self.waiting and len(self.running) < self.config.max_batch:
                 head = self.waiting[0]
-                if alloc.num_free - blocks_needed(len(head.ids), bs) < self.config.watermark_blocks:
+                if alloc.num_free - blocks_needed(len(head.ids), bs) < self._blocks_kept_back():
                     break
                 self.waiting.popleft()
                 head.cache = PagedKVCache(self.pool)
@@ -227,6 +236,12 @@ class Engine:
                 self.running.append(head)
                 self._stage(head, "prefill", self.clock())
         return list(self.running)
+
+    def _blocks_kept_back(self) -> int:
+        """Free blocks admission must leave: the watermark keeps room for the running
+        requests' next tokens. With none running it protects nobody, and keeping it would
+        leave a head that needs more than num_blocks - watermark waiting forever."""
+        return self.config.watermark_blocks if self.running else 0
 
     def _preempt(self, req: _Request) -> None:
         req.cache.release()
@@ -369,4 +384,6 @@ def drain(engine: Engine, max_steps: int = 100_000, on_step=None) -> dict[str, R
                 done[out.request_id] = engine.final_output(out.request_id)
         if on_step is not None:
             on_step(engine, outputs)
+    if not engine.has_unfinished():
+        return done
     raise RuntimeError(f"the engine still had unfinished requests after max_steps={max_steps} steps.")

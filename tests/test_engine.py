@@ -293,7 +293,7 @@ def test_queue_full_and_refusals():
     with pytest.raises(QueueFull, match="max_waiting=2"):
         engine.add_request(list(P["p1"]), GREEDY)
     # 1 + 9 - 1 = 9 tokens need 5 blocks of 2 (the last token is never fed back)
-    with pytest.raises(RequestRefused, match="needs 5 blocks"):
+    with pytest.raises(RequestRefused, match="need 5 blocks"):
         engine.add_request(list(P["p1"]), RequestParams(max_tokens=9))
     with pytest.raises(RequestRefused, match="context of 8"):
         Engine(ScriptedBatchedModel(VOCAB, scripts(), max_context=8)).add_request([8], RequestParams(max_tokens=9))
