@@ -29,8 +29,8 @@ has one and pass through unchanged otherwise:
     stop            stop (EOS, a stop string, a stop token id; `stop_reason` says which)
     length          length (max_tokens reached; prompt + max_tokens never exceeds the context)
     content_filter  content_filter
-    cancelled       "cancelled": the request was aborted (vLLM says "abort"); a client
-                    that disconnected never sees it, but /metrics counts it
+    cancelled       "cancelled": the request was aborted; a client that disconnected never
+                    sees it, but /metrics counts it (under vLLM's label "abort", see below)
     timeout         "timeout": the server's per-request deadline (--request-timeout) passed
     error           no finish_reason: a non-streamed request gets HTTP 500 in the error
                     shape; a stream gets an SSE `error` event, which the openai client
@@ -38,16 +38,31 @@ has one and pass through unchanged otherwise:
 Extensions accepted as in vLLM (openai client: `extra_body={...}`): top_k, ignore_eos,
 stop_token_ids. Each choice also carries vLLM's `stop_reason`.
 
-Metrics use vLLM's names (vllm/v1/metrics/loggers.py) under the prefix `course:`, with
-vLLM's TTFT and TPOT bucket boundaries, so a vLLM dashboard reads them with the prefix
-changed: course:num_requests_running, course:num_requests_waiting,
-course:kv_cache_usage_perc, course:num_preemptions_total,
-course:request_success_total{finished_reason}, course:prompt_tokens_total,
-course:generation_tokens_total, course:time_to_first_token_seconds,
-course:time_per_output_token_seconds (one observation per token after the first, as
-vLLM's v1 engine does), course:e2e_request_latency_seconds, plus our own
-course:kv_cache_blocks_used, course:kv_cache_blocks_total and
-course:requests_rejected_total{reason}.
+Metrics. Where /metrics shows a metric vLLM also has, it uses vLLM's name (vLLM v1,
+vllm/v1/metrics/loggers.py) under the prefix `course:` instead of `vllm:`, and vLLM's
+bucket boundaries, so a vLLM dashboard reads it with the prefix changed:
+    course:num_requests_running, course:num_requests_waiting, course:kv_cache_usage_perc,
+    course:num_preemptions_total, course:prompt_tokens_total, course:generation_tokens_total
+    course:request_success_total{finished_reason}
+        one per ended request; the label is vLLM's for stop, length and "abort" (a
+        cancelled request) and the course's own name for timeout, content_filter, error
+    course:time_to_first_token_seconds      arrival -> first token, one per request
+    course:inter_token_latency_seconds      ITL: each gap between two tokens of a request
+        (when one step delivers k tokens, the gap since the previous delivery is split
+        into k equal observations)
+    course:request_time_per_output_token_seconds
+        TPOT: one per ended request with at least two tokens, (last token - first token)
+        / (tokens - 1), which is (e2e - TTFT) / (tokens - 1) when the request ends with its
+        last token; a one-token request has no TPOT and is not observed (vLLM observes 0)
+    course:e2e_request_latency_seconds      arrival -> the request ended, one per request
+ITL and TPOT are different distributions: a request with 100 tokens adds 99 ITL samples
+and one TPOT sample, so the ITL histogram weighs requests by their length and TPOT's
+counts each request once, and the P99 of one is not the P99 of the other (Lab 06 works
+an example).
+The course's own metrics, which vLLM does not have:
+    course:kv_cache_blocks_used, course:kv_cache_blocks_total   (KV blocks in the pool)
+    course:requests_rejected_total{reason}   answered with an error before reaching the
+        engine: invalid, queue_full, refused, shutdown, error
 """
 from __future__ import annotations
 
@@ -73,7 +88,8 @@ MODEL_NAME = "tiny-model"
 MAX_STOP_STRINGS = 16          # the course generation loop's limit (OpenAI's is 4)
 DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions
 
-# vLLM's bucket boundaries (vllm/v1/metrics/loggers.py), seconds.
+# vLLM's bucket boundaries (vllm/v1/metrics/loggers.py), seconds; TPOT_BUCKETS serve both the
+# inter-token latency and the per-request TPOT histograms, as in vLLM.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -82,6 +98,11 @@ E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 4
                120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 ENGINE_METHODS = ("add_request", "step", "abort", "has_unfinished", "stats")
 FINISH_REASONS = ("stop", "length", "cancelled", "timeout", "content_filter", "error")
+# finished_reason labels on /metrics: vLLM's name where vLLM has the ending, ours otherwise
+METRIC_FINISH_LABELS = {"cancelled": "abort"}
+# How long the engine loop waits for the next command when the engine has unfinished
+# requests but nothing it can run (seconds): short, so deadlines are still checked.
+IDLE_WAIT_S = 0.05
 
 
 # ---------------------------------------------------------------- errors in OpenAI's shape
@@ -333,8 +354,11 @@ class EngineLoop:
     """One thread that owns the engine: runs commands (add, abort), steps, routes outputs.
 
     Every engine call happens on this thread, so the engine needs no lock, and the
-    asyncio event loop never waits for a step. `submit` and `abort` are called from
-    the event loop; `stats()` is a snapshot taken after every command batch and step.
+    asyncio event loop never waits for a step. With nothing unfinished the thread sleeps
+    until a command arrives; after a step that produced no output (requests wait, none
+    can run) it waits for a command for at most IDLE_WAIT_S instead of stepping again.
+    `submit` and `abort` are called from the event loop; `stats()` is a snapshot taken
+    after every command batch and step.
     """
 
     def __init__(self, engine, *, make_params: Callable[[dict], Any] = lambda p: p,
@@ -345,6 +369,7 @@ class EngineLoop:
         self._stop = threading.Event()
         self._tracked: dict[str, Tracked] = {}
         self._stats = dict(engine.stats())
+        self.steps = 0                 # engine steps this loop has run (for tests and demos)
         self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
 
     # -- called from the event loop
@@ -404,6 +429,7 @@ class EngineLoop:
             except Exception as exc:   # the engine broke: end every request with an error
                 self._fail_all(f"engine step failed: {type(exc).__name__}: {exc}")
                 continue
+            self.steps += 1
             now = self.clock()
             deliveries: dict = {}              # one wake-up per event loop per step, not per output
             for out in outputs:
@@ -413,6 +439,12 @@ class EngineLoop:
             for loop, items in deliveries.items():
                 loop.call_soon_threadsafe(_deliver, items)
             self._stats = dict(self.engine.stats())
+            if not outputs:
+                # Unfinished requests, none of which could run (e.g. the head of the queue
+                # waits for blocks that only an abort can free). Stepping again at once would
+                # spin a core doing nothing: wait for the next command, but at most
+                # IDLE_WAIT_S, so the engine still ends requests whose deadline passes.
+                self._wake.wait(IDLE_WAIT_S)
         self._fail_all("the server shut down", reason="cancelled")
 
     def _run_commands(self) -> None:
@@ -452,9 +484,9 @@ class EngineLoop:
                 intervals = n - 1
                 if self.metrics:
                     self.metrics.ttft.observe(now - tracked.arrival)
-            if self.metrics and intervals:         # one TPOT sample per token after the first
+            if self.metrics and intervals:         # one ITL sample per token after the first
                 for _ in range(intervals):
-                    self.metrics.tpot.observe((now - tracked.last_token) / intervals)
+                    self.metrics.itl.observe((now - tracked.last_token) / intervals)
             tracked.last_token = now
             tracked.n_generated += n
         if out.finish_reason is not None:
@@ -518,15 +550,17 @@ class ServerMetrics:
         p = prefix
         self.ttft = Histogram(f"{p}time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                               buckets=TTFT_BUCKETS, registry=self.registry)
-        self.tpot = Histogram(f"{p}time_per_output_token_seconds",
-                              "Histogram of time per output token in seconds.",
+        self.itl = Histogram(f"{p}inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                             buckets=TPOT_BUCKETS, registry=self.registry)
+        self.tpot = Histogram(f"{p}request_time_per_output_token_seconds",
+                              "Histogram of time_per_output_token_seconds per request.",
                               buckets=TPOT_BUCKETS, registry=self.registry)
         self.e2e = Histogram(f"{p}e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
                              buckets=E2E_BUCKETS, registry=self.registry)
         self.success = Counter(f"{p}request_success", "Count of finished requests, by finish reason.",
                                ["finished_reason"], registry=self.registry)
         for reason in FINISH_REASONS:
-            self.success.labels(reason)
+            self.success.labels(METRIC_FINISH_LABELS.get(reason, reason))
         self.prompt_tokens = Counter(f"{p}prompt_tokens", "Number of prefill tokens processed.",
                                      registry=self.registry)
         self.generation_tokens = Counter(f"{p}generation_tokens", "Number of generation tokens processed.",
@@ -536,10 +570,13 @@ class ServerMetrics:
         self._stats: Callable[[], dict] = dict
 
     def finished(self, tracked: Tracked, reason: str, now: float) -> None:
-        self.success.labels(reason).inc()
+        """Count an ended request; observe its e2e and, with two tokens or more, its TPOT."""
+        self.success.labels(METRIC_FINISH_LABELS.get(reason, reason)).inc()
         self.prompt_tokens.inc(tracked.n_prompt)
         self.generation_tokens.inc(tracked.n_generated)
         self.e2e.observe(now - tracked.arrival)
+        if tracked.n_generated >= 2:
+            self.tpot.observe((tracked.last_token - tracked.first_token) / (tracked.n_generated - 1))
 
     def watch(self, stats: Callable[[], dict]) -> None:
         """Report the engine's state from `stats()` (EngineLoop.stats) at every scrape."""

@@ -3,7 +3,8 @@ the official openai client against a real server on a free loopback port.
 
 Expected texts come from the same engine run directly (course.engine.drain), never from
 the server itself. Nothing here asserts on time: waits poll /metrics a bounded number of
-times and fail if the state never comes.
+times and fail if the state never comes; the idle engine loop is judged by the steps it
+counts, never by how fast it runs.
 """
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ import httpx
 import openai
 import pytest
 
-from course.serve import (APIErrorResponse, BackgroundServer, build_app, parse_metrics, parse_request,
-                          render_chat, start_background, tiny_engine)
+from course.serve import (IDLE_WAIT_S, APIErrorResponse, BackgroundServer, EngineLoop, ServerMetrics, Tracked,
+                          build_app, parse_metrics, parse_request, render_chat, start_background, tiny_engine)
 from course.tiny_model import LAB_PROMPTS
 
 MODEL = "tiny-model"
-CANCELLED = 'course:request_success_total{finished_reason="cancelled"}'
+# vLLM labels an aborted request "abort"; the course's finish reason for it is "cancelled".
+CANCELLED = 'course:request_success_total{finished_reason="abort"}'
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py), the spec for our histograms.
 VLLM_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                      10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
@@ -318,15 +320,20 @@ def test_health_and_metric_names(served):
                  "course:num_preemptions_total", "course:prompt_tokens_total", "course:generation_tokens_total",
                  'course:request_success_total{finished_reason="stop"}',
                  'course:request_success_total{finished_reason="length"}',
-                 "course:time_to_first_token_seconds_count", "course:time_per_output_token_seconds_count",
-                 "course:e2e_request_latency_seconds_count"):
+                 "course:time_to_first_token_seconds_count", "course:inter_token_latency_seconds_count",
+                 "course:request_time_per_output_token_seconds_count", "course:e2e_request_latency_seconds_count",
+                 "course:kv_cache_blocks_used", "course:kv_cache_blocks_total"):
         assert name in m, name
+    assert "course:time_per_output_token_seconds_count" not in m     # vLLM's deprecated name for ITL
     assert m["course:time_to_first_token_seconds_count"] >= 1
-    ttft = [float(k.split('le="')[1].rstrip('"}')) for k in m
-            if k.startswith("course:time_to_first_token_seconds_bucket") and "+Inf" not in k]
-    tpot = [float(k.split('le="')[1].rstrip('"}')) for k in m
-            if k.startswith("course:time_per_output_token_seconds_bucket") and "+Inf" not in k]
-    assert ttft == VLLM_TTFT_BUCKETS and tpot == VLLM_TPOT_BUCKETS
+
+    def edges(name):
+        return [float(k.split('le="')[1].rstrip('"}')) for k in m if k.startswith(f"course:{name}_bucket")
+                and "+Inf" not in k]
+
+    assert edges("time_to_first_token_seconds") == VLLM_TTFT_BUCKETS
+    assert edges("inter_token_latency_seconds") == VLLM_TPOT_BUCKETS
+    assert edges("request_time_per_output_token_seconds") == VLLM_TPOT_BUCKETS
 
 
 @pytest.fixture()
@@ -396,6 +403,98 @@ def test_abnormal_endings_on_the_wire(one_thread):
     with BackgroundServer(build_app(engine, None, max_model_len=64, request_timeout=1e-9)) as server:
         late = client_for(server.url).completions.create(model=MODEL, prompt=[1], max_tokens=8, temperature=0)
         assert late.choices[0].finish_reason == "timeout"
+
+
+def test_a_request_that_can_never_be_admitted_is_a_400_at_once(one_thread):
+    """5 prompt tokens + 3 to generate in 6 one-token blocks, 2 kept free by the watermark:
+    it could never run, so the engine refuses it at add_request and the server says 400
+    in OpenAI's error shape at once, instead of queueing it for ever."""
+    from course.batched import ScriptedBatchedModel
+    from course.engine import Engine, EngineConfig
+
+    model = ScriptedBatchedModel(["<eos>", "a", "b"], {(1, 1, 1, 1, 1): [2, 2, 0]}, eos_token_id=0)
+    engine = Engine(model, None, EngineConfig(num_blocks=6, block_size=1, watermark_blocks=2))
+    with BackgroundServer(build_app(engine, None, max_model_len=64)) as server:
+        r = httpx.post(f"{server.url}/v1/completions", timeout=30,
+                       json={"model": MODEL, "prompt": [1, 1, 1, 1, 1], "max_tokens": 3})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", "max_tokens",
+                                                                  "request_refused")
+        assert r.headers["x-should-retry"] == "false"
+        assert metrics(server.url)['course:requests_rejected_total{reason="refused"}'] == 1
+        assert not engine.has_unfinished()
+
+
+class _StuckEngine:
+    """Unfinished requests that can never run: step() returns [] for ever."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def add_request(self, prompt_ids, params):
+        return "stuck"
+
+    def step(self):
+        self.steps += 1
+        return []
+
+    def abort(self, request_id):
+        pass
+
+    def has_unfinished(self):
+        return True
+
+    def stats(self):
+        return {"running": 0, "waiting": 1}
+
+
+def test_an_engine_with_nothing_to_run_is_waited_on_not_spun():
+    engine = _StuckEngine()
+    loop = EngineLoop(engine).start()
+    try:
+        for _ in range(1000):          # it keeps stepping now and then, so deadlines still fire ...
+            if engine.steps >= 3:
+                break
+            time.sleep(0.01)
+        assert engine.steps >= 3
+        first, t0 = engine.steps, time.monotonic()
+        time.sleep(0.3)
+        steps, waited = engine.steps - first, time.monotonic() - t0
+    finally:
+        loop.stop()
+    assert not loop._thread.is_alive()
+    # ... but between steps it waits IDLE_WAIT_S for a command; a spinning loop steps thousands of times
+    assert steps <= waited / IDLE_WAIT_S + 2, f"{steps} steps of an engine with nothing to run in {waited:.2f} s"
+    assert loop.steps == engine.steps
+
+
+def _route_all(loop, request_id, deliveries):
+    for now, n_tokens, finish_reason in deliveries:
+        loop._route(SimpleNamespace(request_id=request_id, new_token_ids=[1] * n_tokens,
+                                    finish_reason=finish_reason), now)
+
+
+def test_itl_is_every_gap_and_tpot_one_mean_per_request():
+    m = ServerMetrics()
+    loop = EngineLoop(_StuckEngine(), metrics=m)
+    loop._tracked["a"] = Tracked(queue=None, loop=None, arrival=0.0)
+    # tokens at 1.0, 1.1, two at 1.2, 2.2 s: four gaps (0.1, 0.05, 0.05, 1.0), one TPOT (2.2 - 1.0) / 4
+    _route_all(loop, "a", [(1.0, 1, None), (1.1, 1, None), (1.2, 2, None), (2.2, 1, "stop")])
+    loop._tracked["b"] = Tracked(queue=None, loop=None, arrival=3.0)      # one token: no TPOT at all
+    _route_all(loop, "b", [(3.5, 1, "length")])
+    loop._tracked["c"] = Tracked(queue=None, loop=None, arrival=4.0)      # aborted after two tokens
+    _route_all(loop, "c", [(4.1, 1, None), (4.3, 1, None), (4.4, 0, "cancelled")])
+    v = parse_metrics(m.exposition().decode())
+    assert v["course:inter_token_latency_seconds_count"] == 5
+    assert v["course:inter_token_latency_seconds_sum"] == pytest.approx(0.1 + 0.05 + 0.05 + 1.0 + 0.2)
+    assert v["course:request_time_per_output_token_seconds_count"] == 2
+    assert v["course:request_time_per_output_token_seconds_sum"] == pytest.approx(0.3 + 0.2)
+    assert v["course:time_to_first_token_seconds_count"] == 3
+    assert v["course:e2e_request_latency_seconds_sum"] == pytest.approx(2.2 + 0.5 + 0.4)
+    assert v['course:request_success_total{finished_reason="abort"}'] == 1
+    assert 'course:request_success_total{finished_reason="cancelled"}' not in v
 
 
 def test_build_app_checks_its_arguments():
