@@ -2,6 +2,7 @@
 
     tracer = RequestTracer(clock, model="tiny-model")          # clock: FakeClock or monotonic
     tracer.start_request("r1", arrival_time=clock(), attributes={"gen_ai.usage.input_tokens": 12})
+                                                               # operation="chat" for a chat request
     tracer.start_stage("r1", "prefill")                        # ends "queue", opens "prefill"
     tracer.token("r1")                                         # the first token, at the end of prefill
     tracer.start_stage("r1", "decode"); tracer.token("r1") ...
@@ -16,7 +17,7 @@ exact and the same on every machine; with `course.monotonic` the same code measu
 
 Span tree of one request (one trace per request):
 
-    generate {model}                 root: arrival -> end (the request's whole life)
+    text_completion {model}          root: arrival -> end (the request's whole life)
     ├── queue                        arrival -> picked up by the server
     ├── prefill                      the prompt's forward pass; the first token is chosen at its end
     ├── decode                       one forward per further token
@@ -24,11 +25,18 @@ Span tree of one request (one trace per request):
     └── side_effect                  e.g. the tool call itself
     events on the root: "token" (one per output token, at the time it was chosen)
 
-Names follow the OpenTelemetry GenAI semantic conventions where they exist: the span
-name is "{gen_ai.operation.name} {gen_ai.request.model}", and the attributes
-gen_ai.request.model / .temperature / .top_p / .max_tokens, gen_ai.usage.input_tokens /
-.output_tokens and gen_ai.response.finish_reasons keep their spec names. The course's
-own extras all start with "course." and carry their unit in the name:
+Names follow the OpenTelemetry GenAI semantic conventions where they exist: the root
+span is named "{gen_ai.operation.name} {gen_ai.request.model}", with the operation one of
+the conventions' values, "text_completion" (OpenAI's completions API, the default) or
+"chat"; gen_ai.provider.name is "course" (the conventions list providers such as openai
+and allow a custom value when none of them applies); a failed request (finish reason
+error) gets status ERROR and error.type, the exception's class name or "_OTHER" when
+unknown (a cancel or a timeout is an ending with a finish reason, not an error). The
+root's kind is INTERNAL, the conventions' choice for a model in the same process. The
+attributes gen_ai.request.model / .temperature / .top_p / .max_tokens,
+gen_ai.usage.input_tokens / .output_tokens and gen_ai.response.finish_reasons keep their
+spec names. The course's own extras all start with "course." and carry their unit in
+the name (a backend shows them as plain attributes; the conventions give them no meaning):
 
     course.request_id          the request's id (str)
     course.cancel_time_s       when a cancelled / timed-out / failed request was stopped (s)
@@ -38,15 +46,23 @@ own extras all start with "course." and carry their unit in the name:
 
 Definitions (the same as lab04): TTFT is first token time minus ARRIVAL (queueing
 included); TPOT averages the n - 1 gaps between n tokens and is None for one token; the
-inter-token latencies (ITL) are those gaps themselves; e2e is arrival to the end.
+inter-token latencies (ITL) are those gaps themselves. End-to-end latency (e2e) is
+arrival to the request's end, the root span's duration: for a request whose last token
+ends it, that is last token - arrival (lab04's case); work after the last token (parse,
+side_effect) is part of it.
 
 Percentiles: `percentile` is the exact sample percentile of Hyndman and Fan's type 6
-(numpy method="weibull", also Excel PERCENTILE.EXC and SPSS): rank h = (n + 1) q / 100,
-interpolated linearly between neighbours and clamped to the smallest/largest sample.
-numpy's default ("linear", type 7) uses h = (n - 1) q / 100 + 1 instead, which pulls
-tail percentiles of small samples towards the middle: with 20 samples numpy's P99 lies
-below the slowest request, type 6 reports the slowest request itself.
-`histogram_percentile` is Prometheus' histogram_quantile over explicit buckets.
+(numpy method="weibull"): rank h = (n + 1) q / 100, interpolated linearly between
+neighbours and clamped to the smallest/largest sample. Excel's PERCENTILE.EXC uses the
+same rank but returns an error (#NUM!) where h < 1 or h > n instead of clamping.
+numpy's default ("linear", type 7) uses h = (n - 1) q / 100 + 1 instead; both put the
+median at rank (n + 1) / 2, so they agree on every median, but type 7 pulls tail
+percentiles of small samples towards the middle: with 20 samples numpy's P99 lies below
+the slowest request, type 6 reports the slowest request itself.
+`histogram_percentile` reads a percentile back from bucket counts like Prometheus'
+histogram_quantile (rank q/100 * total, linear inside the bucket). It differs at q = 0
+when the first buckets are empty: Prometheus divides 0 by the empty first bucket's count
+and returns NaN, this function returns the lower edge of the first non-empty bucket.
 Bucket rule everywhere (histograms and grouping by length or concurrency): a value v
 belongs to the first bucket whose upper edge is >= v (Prometheus "le"); values above
 the last edge fall in the overflow bucket.
@@ -62,13 +78,18 @@ from .finish import FinishReason
 
 ANSWERS_FOR = "lab06"
 
-__all__ = ["ANSWERS_FOR", "STAGES", "TTFT_BUCKETS", "TPOT_BUCKETS", "OPERATION", "RequestTracer",
+__all__ = ["ANSWERS_FOR", "STAGES", "TTFT_BUCKETS", "TPOT_BUCKETS", "OPERATION", "OPERATIONS", "PROVIDER",
+           "RequestTracer",
            "spans_from_events", "counters_from_events", "group_by_request", "request_metrics",
            "percentile", "bucket_counts", "histogram_percentile", "bucket_index", "group_percentiles",
            "first_deviation", "trace_record", "to_chrome_trace", "to_ns"]
 
 STAGES = ("queue", "prefill", "decode", "parse", "side_effect")
-OPERATION = "generate"
+# gen_ai.operation.name: the GenAI conventions' values for OpenAI's two generation APIs
+OPERATION = "text_completion"
+OPERATIONS = ("text_completion", "chat")
+PROVIDER = "course"                 # gen_ai.provider.name: a custom value (no listed provider applies)
+OTHER_ERROR = "_OTHER"              # error.type when the error's class is unknown (the conventions' fallback)
 TOKEN_EVENT = "token"
 
 # OpenTelemetry GenAI semantic conventions, gen_ai.server.time_to_first_token and
@@ -149,7 +170,7 @@ class _Recorder:
         req.last = at
         return at
 
-    def start_request(self, request_id, model, arrival_time, attributes):
+    def start_request(self, request_id, model, arrival_time, attributes, operation=OPERATION):
         from opentelemetry import trace
 
         check_type("request_id", request_id, str, "a request id string")
@@ -158,12 +179,15 @@ class _Recorder:
         if request_id in self.open or request_id in self.done:
             raise ValueError(f"`request_id` must be new, got {request_id!r} a second time.")
         check_number("arrival_time", arrival_time)
-        attrs = {"gen_ai.operation.name": OPERATION, "gen_ai.request.model": model,
-                 "course.request_id": request_id}
+        check_choice("operation", operation, OPERATIONS)
+        attrs = {"gen_ai.operation.name": operation, "gen_ai.provider.name": PROVIDER,
+                 "gen_ai.request.model": model, "course.request_id": request_id}
         attrs.update(_check_attributes("attributes", attributes))
+        operation, model = attrs["gen_ai.operation.name"], attrs["gen_ai.request.model"]
+        check_choice("attributes['gen_ai.operation.name']", operation, OPERATIONS)
         # a fresh context: each request is the root of its own trace
-        root = self.tracer.start_span(f"{OPERATION} {model}", context=trace.set_span_in_context(trace.INVALID_SPAN),
-                                      kind=trace.SpanKind.SERVER, attributes=attrs, start_time=to_ns(arrival_time))
+        root = self.tracer.start_span(f"{operation} {model}", context=trace.set_span_in_context(trace.INVALID_SPAN),
+                                      kind=trace.SpanKind.INTERNAL, attributes=attrs, start_time=to_ns(arrival_time))
         req = _Request(root, arrival_time)
         self.open[request_id] = req
         self.start_stage(request_id, "queue", arrival_time)
@@ -203,7 +227,9 @@ class _Recorder:
         if reason in _CUT_OFF:
             req.root.set_attribute("course.cancel_time_s", float(at))
         if reason == "error":
-            req.root.set_status(Status(StatusCode.ERROR, str(extra.get("error.type", "error"))))
+            error_type = str(extra.get("error.type") or OTHER_ERROR)
+            req.root.set_attribute("error.type", error_type)
+            req.root.set_status(Status(StatusCode.ERROR, error_type))
         req.root.end(end_time=end)
         del self.open[request_id]
         self.done.add(request_id)
@@ -244,9 +270,12 @@ class RequestTracer:
     def _now(self, at):
         return float(self.clock()) if at is None else at
 
-    def start_request(self, request_id: str, *, arrival_time: float, attributes: dict | None = None) -> None:
-        """Open the root span "generate {model}" at `arrival_time` and its "queue" child."""
-        self._rec.start_request(request_id, self.model, arrival_time, attributes)
+    def start_request(self, request_id: str, *, arrival_time: float, attributes: dict | None = None,
+                      operation: str = OPERATION) -> None:
+        """Open the root span "{operation} {model}" at `arrival_time` and its "queue" child.
+
+        operation: gen_ai.operation.name, "text_completion" (default) or "chat"."""
+        self._rec.start_request(request_id, self.model, arrival_time, attributes, operation)
 
     def start_stage(self, request_id: str, stage: str, at: float | None = None) -> None:
         """End the request's open stage span and open `stage` (one of STAGES) at `at` (default: now)."""
@@ -261,8 +290,9 @@ class RequestTracer:
 
         Sets gen_ai.response.finish_reasons and gen_ai.usage.output_tokens; for
         cancelled, timeout and error also course.cancel_time_s; an error marks the
-        root and the interrupted stage with status ERROR. Extra attributes (pass
-        dotted names with **{"course.kv_cache_released": True}) go on the root.
+        root and the interrupted stage with status ERROR and sets error.type on the
+        root (pass **{"error.type": "ModelError"}; "_OTHER" when not given). Extra
+        attributes (dotted names, e.g. **{"course.kv_cache_released": True}) go on the root.
         """
         self._rec.end_request(request_id, finish_reason, self._now(at), attributes)
 
@@ -296,7 +326,8 @@ def spans_from_events(events, tracer) -> None:
     """Replay an event log into spans on an OpenTelemetry `tracer`.
 
     events: dicts sorted by "time" (seconds), each with "event" one of
-        arrive  {"request_id", "attributes"}   (attributes include gen_ai.request.model)
+        arrive  {"request_id", "attributes"}   (attributes include gen_ai.request.model and may
+                                               set gen_ai.operation.name; default text_completion)
         stage   {"request_id", "stage"}
         token   {"request_id"}
         end     {"request_id", "finish_reason", "attributes"?}
@@ -363,8 +394,9 @@ def request_metrics(spans) -> dict:
     Returns {"queue", "prefill", "ttft", "tpot", "itl", "e2e", "output_tokens"}:
     queue / prefill: summed durations of those stage spans, None if the request never
     reached that stage; ttft: first token - arrival (None without tokens); tpot: mean
-    of the n - 1 gaps (None for fewer than two tokens); itl: the gaps; e2e: the root's
-    duration; output_tokens: the number of "token" events.
+    of the n - 1 gaps (None for fewer than two tokens); itl: the gaps; e2e: arrival to
+    the request's end, the root's duration (parse and side_effect included);
+    output_tokens: the number of "token" events.
     """
     spans = list(spans)
     root = _root_of(spans)
@@ -402,7 +434,10 @@ def _values(name, values) -> list[float]:
 
 
 def percentile(values, q) -> float:
-    """The q-th percentile (q in [0, 100]) of `values`, Hyndman-Fan type 6 (numpy "weibull")."""
+    """The q-th percentile (q in [0, 100]) of `values`, Hyndman-Fan type 6 (numpy "weibull").
+
+    Raises ValueError naming the parameter and showing the bad value: `values` empty or
+    holding a non-number or a non-finite number, `q` outside [0, 100]."""
     xs = _values("values", values)
     check_number("q", q, 0, 100)
     n = len(xs)
@@ -445,13 +480,17 @@ def bucket_counts(values, boundaries) -> list[int]:
 
 
 def histogram_percentile(bucket_counts, boundaries, q) -> float:
-    """The q-th percentile estimated from bucket counts, as Prometheus' histogram_quantile.
+    """The q-th percentile estimated from bucket counts, like Prometheus' histogram_quantile.
 
     bucket_counts: non-cumulative, len(boundaries) + 1 (last = overflow above the last
     edge). rank = q/100 * total; the answer lies in the first bucket whose cumulative
     count reaches the rank (empty buckets skipped), interpolated linearly between its
     lower edge (0 for the first bucket) and its upper edge; in the overflow bucket the
-    answer is the last edge (the histogram knows nothing above it).
+    answer is the last edge (the histogram knows nothing above it). Prometheus agrees
+    except at q = 0 with an empty first bucket, where it returns NaN.
+    Raises ValueError naming the parameter and showing the bad value: `bucket_counts` of
+    the wrong length, with a negative or non-integer count, or counting nothing;
+    `boundaries` empty or not strictly increasing; `q` outside [0, 100].
     """
     edges = _check_boundaries(boundaries)
     check_type("bucket_counts", bucket_counts, (list, tuple), "a list of counts")
@@ -463,7 +502,7 @@ def histogram_percentile(bucket_counts, boundaries, q) -> float:
     check_number("q", q, 0, 100)
     total = sum(bucket_counts)
     if total == 0:
-        raise ValueError("`bucket_counts` must count at least one sample, got all zeros.")
+        raise ValueError(f"`bucket_counts` must count at least one sample, got {list(bucket_counts)!r}.")
     rank = q / 100 * total
     cum = 0
     for i, c in enumerate(bucket_counts):
@@ -525,7 +564,7 @@ DEVIATION_CHECKS = (
     ("finish_reason", "cut_off", "share"),
     ("not_latency", "wrong", "share"),
 )
-MIN_DELTA = {"time": 0.005, "count": 1.0, "share": 0.0}
+MIN_DELTA = {"time": 0.005, "count": 1.0, "share": 0.0}   # shares: absolute growth, in fractions of requests
 
 
 def _median(rows, metric):
@@ -550,7 +589,9 @@ def first_deviation(baseline, incident, threshold: float = 0.25) -> dict | None:
     Walk DEVIATION_CHECKS in order; a time or count deviates when the incident median
     exceeds the baseline median by more than threshold * baseline + MIN_DELTA[kind]; a
     share ("cut_off": finish reason length or cancelled; "wrong") when it grows by more
-    than `threshold`. A queue deviation while the incident's KV pool was full
+    than `threshold` in absolute terms (incident share - baseline share > threshold: with
+    0.25, from 0.10 to 0.30 is no deviation, from 0.10 to 0.40 is one), not relative to
+    the baseline share. A queue deviation while the incident's KV pool was full
     (kv_blocks_peak >= kv_capacity in some request) is blamed on "kv_cache": the queue
     grew because memory ran out; its evidence is the largest share of the pool in use
     ("kv_pool_used"). Returns {"stage", "metric", "baseline", "incident"},
@@ -583,7 +624,12 @@ def first_deviation(baseline, incident, threshold: float = 0.25) -> dict | None:
 
 def trace_record(spans, *, tokenizer_version: str) -> dict:
     """What the course says a trace must keep about one request (see
-    datasets/schemas/trace_record.schema.json), read from its spans."""
+    datasets/schemas/trace_record.schema.json), read from its spans.
+
+    A value the spans do not hold is None, never 0 or False: input_tokens without
+    gen_ai.usage.input_tokens, kv_cache.hit_tokens without course.kv_cache_hit_tokens,
+    kv_cache.released without course.kv_cache_released, cancel_time_s without
+    course.cancel_time_s."""
     check_type("tokenizer_version", tokenizer_version, str, "a version string")
     spans = list(spans)
     root = _root_of(spans)
@@ -602,8 +648,8 @@ def trace_record(spans, *, tokenizer_version: str) -> dict:
         "tpot_s": m["tpot"],
         "e2e_s": m["e2e"],
         "finish_reason": reasons[0],
-        "kv_cache": {"hit_tokens": a.get("course.kv_cache_hit_tokens", 0),
-                     "released": a.get("course.kv_cache_released", False)},
+        "kv_cache": {"hit_tokens": a.get("course.kv_cache_hit_tokens"),
+                     "released": a.get("course.kv_cache_released")},
         "cancel_time_s": a.get("course.cancel_time_s"),
     }
 

@@ -34,6 +34,9 @@ def _run(finish="stop", tokens=4, clock_start=10.0, stop_after=None):
     return tr
 
 
+ROOT = "text_completion tiny-model"    # "{gen_ai.operation.name} {gen_ai.request.model}"
+
+
 def _by_name(spans):
     return {s.name: s for s in spans}
 
@@ -41,8 +44,8 @@ def _by_name(spans):
 def test_span_tree_names_parents_and_exact_times():
     spans = _run().finished_spans()
     s = _by_name(spans)
-    assert set(s) == {"generate tiny-model", "queue", "prefill", "decode", "parse"}
-    root = s["generate tiny-model"]
+    assert set(s) == {ROOT, "queue", "prefill", "decode", "parse"}
+    root = s[ROOT]
     assert root.parent is None
     for name in ("queue", "prefill", "decode", "parse"):
         assert s[name].parent.span_id == root.context.span_id
@@ -59,16 +62,46 @@ def test_cancel_ends_every_open_span_and_records_the_time():
     tr = _run(finish="cancelled", tokens=3, stop_after="decode")
     assert tr.open_requests() == []
     s = _by_name(tr.finished_spans())
-    assert s["decode"].end_time == s["generate tiny-model"].end_time == 11_000_000_000
-    assert s["generate tiny-model"].attributes["course.cancel_time_s"] == 11.0
+    assert s["decode"].end_time == s[ROOT].end_time == 11_000_000_000
+    assert s[ROOT].attributes["course.cancel_time_s"] == 11.0
 
 
 def test_error_marks_status_and_the_interrupted_stage():
     from opentelemetry.trace import StatusCode
     s = _by_name(_run(finish="error", stop_after="prefill").finished_spans())
     assert s["prefill"].status.status_code == StatusCode.ERROR
-    assert s["generate tiny-model"].status.status_code == StatusCode.ERROR
-    assert s["generate tiny-model"].attributes["gen_ai.usage.output_tokens"] == 0
+    assert s[ROOT].status.status_code == StatusCode.ERROR
+    assert s[ROOT].attributes["gen_ai.usage.output_tokens"] == 0
+
+
+def test_names_follow_the_genai_conventions():
+    from opentelemetry.trace import SpanKind
+
+    root = _by_name(_run().finished_spans())[ROOT]
+    assert root.attributes["gen_ai.operation.name"] == "text_completion"     # a listed value
+    assert root.attributes["gen_ai.provider.name"] == "course"
+    assert root.attributes["gen_ai.request.model"] == "tiny-model"
+    assert root.kind == SpanKind.INTERNAL          # the model runs in the process that records the span
+    assert "error.type" not in root.attributes
+    tr = T.RequestTracer(FakeClock())
+    tr.start_request("c", arrival_time=0.0, operation="chat")
+    tr.end_request("c", "stop", at=1.0)
+    assert [s.name for s in tr.finished_spans() if s.parent is None] == ["chat tiny-model"]
+    with pytest.raises(ValueError, match="`operation` must be one of 'text_completion', 'chat', got 'generate'"):
+        tr.start_request("d", arrival_time=0.0, operation="generate")
+
+
+def test_an_error_sets_error_type_a_cancel_or_timeout_does_not():
+    def root_after(reason, **attributes):
+        tr = T.RequestTracer(FakeClock())
+        tr.start_request("r", arrival_time=0.0)
+        tr.end_request("r", reason, at=1.0, **attributes)
+        return tr.finished_spans()[-1]
+
+    assert root_after("error", **{"error.type": "ModelError"}).attributes["error.type"] == "ModelError"
+    assert root_after("error").attributes["error.type"] == "_OTHER"      # the conventions' fallback
+    for reason in ("cancelled", "timeout", "length"):
+        assert "error.type" not in root_after(reason).attributes
 
 
 def test_requests_are_separate_traces():
@@ -142,6 +175,12 @@ def test_percentile_differs_from_numpy_default_in_the_tail():
     assert float(np.percentile(xs, 99)) < 20.0        # numpy's default interpolates below it
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 10, 20])
+def test_types_6_and_7_agree_on_every_median(n):
+    xs = [float((7 * i) % 11) + 0.5 * i for i in range(n)]       # odd and even counts
+    assert T.percentile(xs, 50) == pytest.approx(float(np.percentile(xs, 50)))
+
+
 def test_percentile_rejects_empty_and_bad_q():
     with pytest.raises(ValueError, match=r"`values` must hold at least one number, got \[\]"):
         T.percentile([], 50)
@@ -160,21 +199,26 @@ def test_histogram_percentile_matches_prometheus_rules():
     assert T.histogram_percentile([2, 0, 0, 0], edges, 50) == 0.5      # first bucket starts at 0
     assert T.histogram_percentile([1, 0, 0, 3], edges, 99) == 4.0      # overflow -> last edge
     assert T.histogram_percentile([0, 0, 2, 0], edges, 0) == 2.0       # lower edge of first occupied bucket
+    # ... where Prometheus computes 0 * (0 / 0) in the empty first bucket: NaN. Like it, not the same.
+    assert T.histogram_percentile([2, 0, 2, 0], edges, 0) == 0.0       # an occupied first bucket: both say 0
     with pytest.raises(ValueError, match="`bucket_counts` must count at least one sample"):
         T.histogram_percentile([0, 0, 0, 0], edges, 50)
     with pytest.raises(ValueError, match=r"`bucket_counts` must have len\(boundaries\) \+ 1 = 4"):
         T.histogram_percentile([1, 0, 0], edges, 50)
 
 
-def test_bucketed_percentile_error_is_bounded_by_the_bucket_width():
-    values = [0.013, 0.017, 0.03, 0.033, 0.07, 0.09, 0.2, 0.6]
+@pytest.mark.parametrize("q", [1, 25, 50, 90, 95, 99])
+def test_bucketed_percentile_error_is_bounded_by_the_bucket_width(q):
+    # One rank definition on both sides: the histogram's rank q/100 * n is the sample at
+    # that rank (numpy "inverted_cdf"), and both lie in the same bucket.
+    values = [0.013, 0.017, 0.03, 0.033, 0.07, 0.09, 0.2, 0.6, 0.0405, 0.061, 0.079, 1.7]
     counts = T.bucket_counts(values, T.TTFT_BUCKETS)
-    for q in (50, 95):
-        exact = T.percentile(values, q)
-        est = T.histogram_percentile(counts, T.TTFT_BUCKETS, q)
-        i = T.bucket_index(est, list(T.TTFT_BUCKETS))
-        lo = 0.0 if i == 0 else T.TTFT_BUCKETS[i - 1]
-        assert abs(est - exact) <= T.TTFT_BUCKETS[i] - lo
+    exact = float(np.percentile(values, q, method="inverted_cdf"))
+    est = T.histogram_percentile(counts, T.TTFT_BUCKETS, q)
+    i = T.bucket_index(exact, list(T.TTFT_BUCKETS))
+    lo = 0.0 if i == 0 else T.TTFT_BUCKETS[i - 1]
+    assert lo <= est <= T.TTFT_BUCKETS[i]
+    assert abs(est - exact) <= T.TTFT_BUCKETS[i] - lo
 
 
 def test_bucket_constants_are_the_otel_genai_boundaries():
@@ -217,6 +261,20 @@ def test_first_deviation_follows_the_table(over, stage):
 def test_noise_within_threshold_is_not_a_deviation():
     noisy = _rows(queue=0.022, prefill=0.11, tpot=0.033, output_tokens=21)
     assert T.first_deviation(_rows(), noisy) is None
+
+
+def test_a_share_deviates_by_its_absolute_growth_not_its_relative_growth():
+    def cut(share, n=20):
+        k = round(share * n)
+        return [{**r, "finish_reason": "length" if i < k else "stop"} for i, r in enumerate(_rows(n))]
+
+    # 0.5 -> 0.7: +0.2 absolute (no deviation at 0.25), +40 % relative (a deviation if it were relative)
+    assert T.first_deviation(cut(0.5), cut(0.7)) is None
+    # 0.1 -> 0.3: +0.2 absolute, +200 % relative
+    assert T.first_deviation(cut(0.1), cut(0.3)) is None
+    # 0.5 -> 0.8: +0.3 absolute, a deviation
+    got = T.first_deviation(cut(0.5), cut(0.8))
+    assert (got["stage"], got["metric"], got["baseline"], got["incident"]) == ("finish_reason", "cut_off", 0.5, 0.8)
 
 
 def test_chrome_trace_units_tracks_and_nesting():
@@ -350,6 +408,16 @@ def test_trace_records_validate_against_the_schema():
         validator.validate(record)
     bad = {**record, "ttft_s": 0.0, "output_tokens": 0, "finish_reason": "stop", "cancel_time_s": None}
     assert not validator.is_valid(bad)          # a request without tokens has no TTFT, not a zero one
+
+
+def test_a_value_the_spans_do_not_hold_is_none_in_the_record():
+    tr = T.RequestTracer(FakeClock())
+    tr.start_request("r", arrival_time=0.0)           # no input tokens, no KV-cache attributes
+    tr.token("r", at=0.5)
+    tr.end_request("r", "stop", at=1.0)
+    record = T.trace_record(tr.finished_spans(), tokenizer_version="tiny-model-bpe-512")
+    assert record["input_tokens"] is None and record["cancel_time_s"] is None and record["tpot_s"] is None
+    assert record["kv_cache"] == {"hit_tokens": None, "released": None}       # unknown, not 0 and False
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "lab06_example_trace.json"
