@@ -5,7 +5,7 @@ Graded API (the docstrings of the stubs in solutions/lab06 are the contract):
   request_metrics(spans) -> {"queue", "prefill", "ttft", "tpot", "itl", "e2e", "output_tokens"}
   percentile(values, q) -> float                      Hyndman-Fan type 6 (numpy "weibull")
   bucket_counts(values, boundaries) -> list[int]      "le" buckets + overflow
-  histogram_percentile(bucket_counts, boundaries, q) -> float    Prometheus histogram_quantile
+  histogram_percentile(bucket_counts, boundaries, q) -> float    like Prometheus histogram_quantile
   group_percentiles(rows, by, edges, metric, qs=(50, 95, 99)) -> list[dict]
   first_deviation(baseline, incident, threshold=0.25) -> dict | None
   trace_record(spans, *, tokenizer_version) -> dict   valid under datasets/schemas/trace_record.schema.json
@@ -19,8 +19,9 @@ return plain dumps; judges recompute everything with autograder/reference/lab06.
 (course.tracing) on the same inputs.
 
 Contract coverage:
-  spans_from_events   span tree, times to the us, GenAI attributes, token events, cancel
-                      time, error status, requests cancelled in the queue, one trace per request
+  spans_from_events   span tree, times to the us, GenAI attributes (operation text_completion,
+                      provider, error.type), token events, cancel time, error status, requests
+                      cancelled in the queue, one trace per request
   request_metrics     TTFT from arrival, TPOT over n - 1 gaps, None for one token / no token,
                       stages never reached are None, ITL list, one request only
   percentile          type 6 interpolation, small-sample tail = max, ties, one sample, input
@@ -28,7 +29,8 @@ Contract coverage:
   buckets             a value on an edge belongs to that edge's bucket, overflow bucket,
                       interpolation inside a bucket, first bucket from 0, overflow -> last edge
   group_percentiles   edges inclusive above, empty group n=0 and None, None values skipped
-  first_deviation     every incident set, the first stage wins, noise is no deviation
+  first_deviation     every incident set, the first stage wins, noise is no deviation, a share
+                      deviates by its absolute growth (not relative to the baseline share)
   trace_record        schema-valid and equal to the reference on every ending
   to_chrome_trace     us units, one named track per request, nesting on each track, counters
 """
@@ -101,8 +103,10 @@ def build_spans(name: str, ids=None) -> list:
         rid = tl["request_id"]
         if ids is not None and rid not in ids:
             continue
-        attrs = {"gen_ai.operation.name": "generate", "course.request_id": rid, **arrive[rid]}
-        root = tracer.start_span(f"generate {rs['model']}", context=trace.set_span_in_context(trace.INVALID_SPAN),
+        attrs = {"gen_ai.operation.name": "text_completion", "gen_ai.provider.name": "course",
+                 "course.request_id": rid, **arrive[rid]}
+        root = tracer.start_span(f"text_completion {rs['model']}",
+                                 context=trace.set_span_in_context(trace.INVALID_SPAN),
                                  attributes=attrs, start_time=_ns(tl["arrival"]))
         for i, t in enumerate(tl["tokens"]):
             root.add_event("token", {"course.token_index": i}, timestamp=_ns(t))
@@ -117,6 +121,7 @@ def build_spans(name: str, ids=None) -> list:
         if tl["finish_reason"] in ("cancelled", "timeout", "error"):
             root.set_attribute("course.cancel_time_s", float(tl["end"]))
         if tl["finish_reason"] == "error":
+            root.set_attribute("error.type", end[rid].get("error.type") or "_OTHER")
             root.set_status(Status(StatusCode.ERROR))
         root.end(end_time=_ns(tl["end"]))
     return list(exporter.get_finished_spans())
@@ -197,7 +202,7 @@ def view(dump: list[dict]) -> dict:
                and not any(s["parent_id"] == r["span_id"] for r in roots)]
     if orphans:
         raise Fail(f"spans {orphans[:5]} have a parent that is not a request's root span",
-                   hint="Every stage span is a child of its request's root span \"generate {model}\".")
+                   hint="Every stage span is a child of its request's root span \"text_completion {model}\".")
     return out
 
 
@@ -228,9 +233,10 @@ def _spans_view(obs):
     return view(obs["spans"])
 
 
-ATTRS = ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.request.temperature", "gen_ai.request.top_p",
-         "gen_ai.request.max_tokens", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
-         "gen_ai.response.finish_reasons", "course.request_id", "course.cancel_time_s")
+ATTRS = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.request.temperature",
+         "gen_ai.request.top_p", "gen_ai.request.max_tokens", "gen_ai.usage.input_tokens",
+         "gen_ai.usage.output_tokens", "gen_ai.response.finish_reasons", "error.type", "course.request_id",
+         "course.cancel_time_s")
 
 
 def _judge_spans(name, aspects, hint):
@@ -314,9 +320,11 @@ SPANS = Test(LAB, "spans_from_events_builds_the_tree",
     Case("paths_span_tree", 2, _probe_spans("trace_paths"), _judge_spans("trace_paths", {"tree"}, _TREE_HINT),
          visible=True, fixture="trace_paths"),
     Case("paths_attributes", 2, _probe_spans("trace_paths"),
-         _judge_spans("trace_paths", {"attributes"}, "Copy the arrive event's attributes onto the root; at the end "
-                      "set gen_ai.response.finish_reasons (a list), gen_ai.usage.output_tokens, and "
-                      "course.cancel_time_s for cancelled / timeout / error."), fixture="trace_paths"),
+         _judge_spans("trace_paths", {"attributes"}, "The root gets gen_ai.operation.name \"text_completion\", "
+                      "gen_ai.provider.name \"course\" and the arrive event's attributes; at the end set "
+                      "gen_ai.response.finish_reasons (a list), gen_ai.usage.output_tokens, the end event's "
+                      "attributes (error.type of a failed request among them), and course.cancel_time_s for "
+                      "cancelled / timeout / error."), fixture="trace_paths"),
     Case("paths_token_events", 1, _probe_spans("trace_paths"), _judge_spans("trace_paths", {"tokens"}, None),
          fixture="trace_paths"),
     Case("error_sets_status", 1, _probe_spans("trace_paths"), _judge_spans("trace_paths", {"status"}, None),
@@ -649,6 +657,50 @@ def _dev_judge(incident, transform=None):
     return judge
 
 
+def _cut_share(share):
+    """Rows of the baseline set whose first `share` of requests end with length, the rest stop."""
+    def transform(rows):
+        k = round(share * len(rows))
+        return [{**r, "finish_reason": "length" if i < k else "stop"} for i, r in enumerate(rows)]
+    return transform
+
+
+def _share_probe(pairs):
+    def probe(ns):
+        fn = function(ns, "first_deviation")
+        out = []
+        for b, i in pairs:
+            try:
+                out.append(fn(_cut_share(b)(rows_of("trace_baseline")), _cut_share(i)(rows_of("trace_baseline"))))
+            except NotImplementedError:
+                raise
+            except Exception as e:
+                out.append(raised(e))
+        return out
+    return probe
+
+
+def _share_judge(pairs):
+    def judge(obs):
+        for (b, i), got in zip(pairs, obs):
+            call = f"first_deviation(<cut-off share {b}>, <cut-off share {i}>)"
+            got = result_of({"result": got}, call)
+            expected = ref.first_deviation(_cut_share(b)(rows_of("trace_baseline")),
+                                           _cut_share(i)(rows_of("trace_baseline")))
+            stage = lambda d: None if d is None else d.get("stage") if isinstance(d, dict) else describe(d)  # noqa: E731
+            if stage(got) != stage(expected):
+                raise Fail(f"{call} is wrong", expected=stage(expected), got=stage(got),
+                           hint="A share deviates when it grows by more than threshold in absolute terms "
+                                "(incident share - baseline share > 0.25), not relative to the baseline share: "
+                                "from 0.5 to 0.7 is no deviation.")
+    return judge
+
+
+# 24 baseline rows: cut-off shares 12/24 -> 17/24 and 3/24 -> 6/24 grow by less than 0.25 (absolute)
+# but by more than 25 % (relative); 12/24 -> 21/24 grows by more than 0.25 either way
+_SHARE_PAIRS = ((0.5, 0.7), (0.125, 0.25), (0.5, 0.875))
+
+
 def _slow_decode(rows):
     return [{**r, "tpot": None if r["tpot"] is None else r["tpot"] * 3} for r in rows]
 
@@ -669,6 +721,8 @@ DEVIATION = Test(LAB, "first_deviation_follows_the_table",
     _dev_case("trace_not_latency_incident"),
     _dev_case("trace_noise_only", 2, name="noise_is_not_a_deviation"),
     _dev_case("trace_queue_incident", 1, transform=_slow_decode, name="queue_before_decode"),
+    Case("share_growth_is_absolute", 1, _share_probe(_SHARE_PAIRS), _share_judge(_SHARE_PAIRS),
+         fixture="trace_baseline"),
 ))
 
 

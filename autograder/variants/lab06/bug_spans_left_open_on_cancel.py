@@ -23,9 +23,10 @@ def spans_from_events(events, tracer):
             continue
         if kind == "arrive":
             attrs = dict(ev["attributes"])
-            root = tracer.start_span("generate " + attrs["gen_ai.request.model"],
+            root = tracer.start_span("text_completion " + attrs["gen_ai.request.model"],
                                      context=trace.set_span_in_context(trace.INVALID_SPAN),
-                                     attributes={"gen_ai.operation.name": "generate", "course.request_id": rid,
+                                     attributes={"gen_ai.operation.name": "text_completion",
+                                                 "gen_ai.provider.name": "course", "course.request_id": rid,
                                                  **attrs},
                                      start_time=_ns(t))
             queue = tracer.start_span("queue", context=trace.set_span_in_context(root), start_time=_ns(t))

@@ -29,8 +29,9 @@ class _Replayer:
         rid, attrs = ev["request_id"], dict(ev["attributes"])
         if rid in self.roots:
             raise ValueError(f"`events` starts request {rid!r} twice.")
-        attrs.update({"gen_ai.operation.name": "generate", "course.request_id": rid})
-        self.roots[rid] = self.tracer.start_span(f"generate {attrs['gen_ai.request.model']}",
+        attrs.update({"gen_ai.operation.name": "text_completion", "gen_ai.provider.name": "course",
+                      "course.request_id": rid})
+        self.roots[rid] = self.tracer.start_span(f"text_completion {attrs['gen_ai.request.model']}",
                                                  context=trace.set_span_in_context(trace.INVALID_SPAN),
                                                  attributes=attrs, start_time=self.ns(ev["time"]))
         self.counts[rid] = 0
@@ -56,6 +57,8 @@ class _Replayer:
         attrs.update(ev.get("attributes") or {})
         if reason in {"cancelled", "timeout", "error"}:
             attrs["course.cancel_time_s"] = float(ev["time"])
+        if failed:
+            attrs.setdefault("error.type", "_OTHER")
         root.set_attributes(attrs)
         if failed:
             root.set_status(Status(StatusCode.ERROR))
@@ -185,8 +188,8 @@ def trace_record(spans, *, tokenizer_version):
     record.update(request_id=a["course.request_id"], model=a["gen_ai.request.model"],
                   tokenizer_version=tokenizer_version, input_tokens=a["gen_ai.usage.input_tokens"],
                   finish_reason=list(a["gen_ai.response.finish_reasons"])[0],
-                  kv_cache={"hit_tokens": a.get("course.kv_cache_hit_tokens", 0),
-                            "released": a.get("course.kv_cache_released", False)},
+                  kv_cache={"hit_tokens": a.get("course.kv_cache_hit_tokens"),
+                            "released": a.get("course.kv_cache_released")},
                   cancel_time_s=a.get("course.cancel_time_s"))
     return record
 

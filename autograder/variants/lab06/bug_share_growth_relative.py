@@ -1,0 +1,38 @@
+"""A share (cut-off or wrong answers) deviates when it grows by more than `threshold`
+RELATIVE to the baseline share, instead of by more than `threshold` in absolute terms:
+from 0.5 to 0.7 becomes a +40 % "deviation"."""
+from autograder.reference.lab06 import (bucket_counts, first_deviation, group_percentiles,  # noqa: F401
+                                        histogram_percentile, percentile, request_metrics,
+                                        spans_from_events, to_chrome_trace, trace_record)
+from course.tracing import DEVIATION_CHECKS, MIN_DELTA
+
+EXPECT_FAIL = {"first_deviation_follows_the_table": ["share_growth_is_absolute"]}
+
+
+def _median(rows, metric):
+    values = [r[metric] for r in rows if r[metric] is not None]
+    return percentile(values, 50) if values else None
+
+
+def _share(rows, metric):
+    if metric == "cut_off":
+        return sum(r["finish_reason"] in ("length", "cancelled") for r in rows) / len(rows)
+    return sum(bool(r[metric]) for r in rows) / len(rows)
+
+
+def first_deviation(baseline, incident, threshold=0.25):
+    for stage, metric, kind in DEVIATION_CHECKS:
+        if kind == "share":
+            b, i = _share(baseline, metric), _share(incident, metric)
+            if i > b * (1 + threshold) and i > 0:          # the bug: relative growth
+                return {"stage": stage, "metric": metric, "baseline": b, "incident": i}
+            continue
+        b, i = _median(baseline, metric), _median(incident, metric)
+        if b is None or i is None or i - b <= threshold * b + MIN_DELTA[kind]:
+            continue
+        if stage == "queue" and any(r["kv_blocks_peak"] >= r["kv_capacity"] for r in incident):
+            used = lambda rows: max(r["kv_blocks_peak"] / r["kv_capacity"] for r in rows)  # noqa: E731
+            return {"stage": "kv_cache", "metric": "kv_pool_used", "baseline": used(baseline),
+                    "incident": used(incident)}
+        return {"stage": stage, "metric": metric, "baseline": b, "incident": i}
+    return None
