@@ -13,7 +13,7 @@ LAB ?=
 .PHONY: help setup lab instructor e2e test test-fast docs new-lab mutation release fixtures model bench grade gradescope clean-grading serve
 
 help:  ## list the commands
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
