@@ -235,9 +235,42 @@ def validate_gradescope(results: dict) -> list[str]:
 
 # ---------------------------------------------------------------- feedback
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>&|~])")
+
+
+def code_span(text: str) -> str:
+    """`text` as Markdown code that renders exactly as it is: a code span fenced with one
+    backtick more than the longest run of backticks inside it (CommonMark), padded with a
+    space where the text starts or ends with a backtick; text over several lines becomes
+    a fenced code block, indented to stay inside a list item."""
+    text = str(text)
+    if "\n" in text or "\r" in text:
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        fence = "`" * max(3, _longest_run(text, "`") + 1)
+        return "\n\n" + "\n".join("  " + ln for ln in [fence + "text", *lines, fence])
+    fence = "`" * (_longest_run(text, "`") + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ")
+                                                                and text.strip()) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_text(text: str) -> str:
+    """`text` as Markdown prose that renders exactly as it is (the characters that would
+    start code, emphasis, links, HTML or tables are escaped); several lines become code."""
+    text = str(text)
+    if "\n" in text or "\r" in text:
+        return code_span(text)
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _longest_run(text: str, ch: str) -> int:
+    runs = re.findall(f"{re.escape(ch)}+", text)
+    return max((len(r) for r in runs), default=0)
+
+
 def _md(v) -> str:
-    text = describe(v)
-    return "`" + text.replace("`", "'") + "`"
+    """An expected or got value as code, exactly as the terminal report describes it."""
+    return code_span(describe(v))
 
 
 def feedback_markdown(rec: dict, *, lang: str | None = None) -> str:
@@ -258,7 +291,7 @@ def feedback_markdown(rec: dict, *, lang: str | None = None) -> str:
         else:
             where = t("feedback.on_fixture", fixture=c.fixture) if c.fixture else ""
             out += [t("feedback.first_failure", name=c.name, where=where), "",
-                    t("feedback.what_happened", message=say(c.message))]
+                    t("feedback.what_happened", message=markdown_text(say(c.message)))]
             if c.expected is not None or c.got is not None:
                 out += [t("feedback.expected", value=_md(c.expected)), t("feedback.got", value=_md(c.got))]
             if c.hint:
