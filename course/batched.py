@@ -418,14 +418,18 @@ class ScriptedBatchedModel:
 
 
 class SimulatedCost:
-    """Wrap a batched model so each forward costs `fixed + per_token * tokens fed` on `clock`.
+    """Wrap a batched model so each forward costs, on `clock`,
 
-    A cost model of a GPU step: a fixed price for reading the weights once, plus a
-    small price per token. With a FakeClock, throughput and latency become exact numbers.
-    `tokens_per_call` records how many tokens each forward fed.
+        fixed + per_token * tokens fed + per_cached_token * tokens already in the caches
+
+    A cost model of a GPU step: a fixed price for reading the weights once, a price per
+    token fed (its arithmetic), and a price per cached token (reading its keys and values
+    for attention, which is why TPOT grows with the context). With a FakeClock,
+    throughput and latency become exact numbers. `tokens_per_call` records how many
+    tokens each forward fed.
     """
 
-    def __init__(self, model, clock, fixed: float, per_token: float) -> None:
+    def __init__(self, model, clock, fixed: float, per_token: float, per_cached_token: float = 0.0) -> None:
         if not callable(getattr(model, "forward_batch", None)):
             raise ValueError(f"`model` must have forward_batch (see as_batched), got {type(model).__name__}.")
         if not callable(getattr(clock, "advance", None)):
@@ -433,17 +437,19 @@ class SimulatedCost:
         self.model, self.clock = model, clock
         self.fixed = check_number("fixed", fixed, 0)
         self.per_token = check_number("per_token", per_token, 0)
+        self.per_cached_token = check_number("per_cached_token", per_cached_token, 0)
         self.tokens_per_call: list[int] = []
 
     def __getattr__(self, name):            # vocab_size, eos_token_id, decode, new_pool, ...
         return getattr(self.model, name)
 
     def forward_batch(self, token_ids, caches) -> torch.Tensor:
-        fed = sum(len(ids) - c.length for ids, c in zip(token_ids, caches)) if isinstance(token_ids, (list, tuple)) \
-            and isinstance(caches, (list, tuple)) else 0
+        rows = isinstance(token_ids, (list, tuple)) and isinstance(caches, (list, tuple))
+        cached = sum(c.length for c in caches) if rows else 0
+        fed = sum(len(ids) - c.length for ids, c in zip(token_ids, caches)) if rows else 0
         out = self.model.forward_batch(token_ids, caches)
         self.tokens_per_call.append(fed)
-        self.clock.advance(self.fixed + self.per_token * fed)
+        self.clock.advance(self.fixed + self.per_token * fed + self.per_cached_token * cached)
         return out
 
 

@@ -7,7 +7,9 @@
             print(out.request_id, out.text_delta, out.finish_reason)
     engine.abort(rid)                      # the client went away: free its blocks now
 
-One step (after nano-vllm's scheduler, vLLM's surface):
+One step. Running requests first, in one mixed batch of prefills and decodes, as vLLM's V1
+scheduler does; preemption by recompute, newest first, as in nano-vllm and vLLM; the
+watermark from vLLM's older (V0) block manager; method names after vLLM's engine:
 
     1. endings between steps   a request past its deadline ends (timeout), running or waiting
     2. blocks for the running  every running request needs room for the tokens it feeds; if the

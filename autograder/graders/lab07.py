@@ -30,11 +30,14 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   | a late abort is ignored                             | late_abort_is_ignored                            |
   | FCFS: the oldest is never skipped, never starved    | fcfs_head_is_not_skipped, no_request_waits_..    |
   | admission within the block budget and watermark     | admission_respects_the_block_budget, watermark.. |
+  | liveness: no watermark with nothing running; every  | every_admissible_request_finishes                |
+  |   request that fits alone ends (a step cap)         |                                                  |
   | preemption: the newest, recomputed, same tokens     | preempted_requests_keep_their_tokens, preempts.. |
   | batching pays: 8 concurrent >= 4x sequential        | throughput_on_the_cost_model                     |
   | spans: queue, prefill, decode; tokens; endings      | stages_per_request, ttft_tpot_queue_per_request  |
   | counters per step: batch_size, kv_blocks_in_use     | counters_per_step                                |
   | QueueFull, RequestRefused, ValueError(prompt_ids)   | queue_full, refuses_what_never_fits, rejects_..  |
+  | refused exactly when it cannot run alone (P+M-1)    | refuses_what_never_fits                          |
 replay_in_engine(engine_cls, record)
   | each Lab 03 sample: tokens, streamed text, finish   | replays_length, replays_cancelled, replays_..    |
   |   reason, pool empty after; None for a filter       | content_filter_sample_is_not_replayable          |
@@ -81,6 +84,8 @@ VOCAB = ["<e>", "Hel", "lo", " wo", "rld", "\nUs", "er:", "!", "p1", "p2", "p3",
 EOS = 0
 PROMPTS = {f"p{i}": [7 + i] for i in range(1, 10)}          # one-token prompts, ids 8..16
 PROMPTS["big"] = [16] + [7] * 9                               # 10 tokens, its own script
+PROMPTS["q1"] = [14, 15, 16]                                  # three-token prompts, their own scripts
+PROMPTS["q2"] = [15, 16, 14]
 SCRIPTS = {"p1": [1, 2, 3, 4, 0],              # "Hello world", EOS
            "p2": [1, 2, 5, 6, 7, 7],           # "Hello\nUser:!!": the stop string spans two tokens
            "p3": [2] * 40,                     # never ends by itself
@@ -90,7 +95,9 @@ SCRIPTS = {"p1": [1, 2, 3, 4, 0],              # "Hello world", EOS
            "p7": [7] * 40,
            "p8": [1, 0],
            "p9": [3] * 40,
-           "big": [1] * 40}
+           "big": [1] * 40,
+           "q1": [3] * 40,
+           "q2": [4] * 40}
 SCRIPTS = {n: s + [7] * (40 - len(s)) for n, s in SCRIPTS.items()}   # room to go on with ignore_eos
 
 
@@ -551,6 +558,30 @@ WATERMARK = dict(arrivals=[(0, "p3", G(6)), (0, "p7", G(6)), (0, "p9", G(6)), (1
                  config={"num_blocks": 8, "block_size": 2, "max_batch": 8, "watermark_blocks": 2})
 
 
+# Pool 6 x 1 token, watermark 2. q1 is preempted at step 2 and comes back holding 3 + 2
+# tokens: 5 blocks + the watermark > 6. An engine that keeps the watermark with nothing
+# running leaves it, and q2 behind it, waiting forever on an empty pool. Every request here
+# runs alone in the pool, so all of them must end: within 5 + 4 + 2 steps of the last arrival.
+LIVELOCK = dict(arrivals=[(0, "p3", G(5)), (0, "q1", G(4)), (1, "q2", G(2))],
+                config={"num_blocks": 6, "block_size": 1, "max_batch": 8, "watermark_blocks": 2},
+                max_steps=1 + 5 + 4 + 2)
+
+
+def _judge_liveness(obs):
+    obs = _data(obs)
+    got = per_request(obs)
+    stuck = sorted(n for n in ("p3", "q1", "q2") if got.get(n, {}).get("finish") is None)
+    if stuck:
+        raise Fail(f"request(s) {stuck} had not ended after {LIVELOCK['max_steps']} steps, although each fits "
+                   "the pool alone (every step with a running request must give the oldest one a token)",
+                   expected="every request ended", got={"unfinished": stuck, "free blocks at the end": obs["free_end"]},
+                   hint="With nothing running, the watermark protects nobody: admit the head if its tokens fit at "
+                        "all. Otherwise a preempted request that came back bigger than num_blocks - watermark_blocks "
+                        "waits forever on an empty pool.")
+    same_requests(LIVELOCK)(obs)
+    pool_full_at_end(obs)
+
+
 def _first_seen(obs):
     first = {}
     for i, call in enumerate(obs["log"]):
@@ -691,6 +722,7 @@ SCHEDULING = Test(LAB, "scheduling_is_fcfs_and_preempts_the_newest",
     case("preempted_requests_keep_their_tokens", 2, PREEMPT, _judge_preempted),
     case("preempts_the_newest", 1, PREEMPT, _judge_newest),
     case("watermark_kept_at_admission", 1, WATERMARK, _judge_watermark),
+    case("every_admissible_request_finishes", 2, LIVELOCK, _judge_liveness),
     Case("throughput_on_the_cost_model", 2, _probe_throughput, _judge_throughput),
 ))
 
@@ -771,6 +803,8 @@ def _probe_admission(ns):
     e2 = Engine(scripted(), None, EngineConfig(num_blocks=4, block_size=2, watermark_blocks=0), clock=FakeClock())
     attempt("too_big", e2, [8], G(9))       # 1 + 9 - 1 = 9 tokens: 5 blocks of 2 > 4
     attempt("just_fits", e2, [8], G(8))     # 8 tokens: 4 blocks
+    e3 = Engine(scripted(), None, EngineConfig(num_blocks=4, block_size=2, watermark_blocks=3), clock=FakeClock())
+    attempt("fits_alone", e3, list(PROMPTS["q1"]), G(2))   # 3 + 2 - 1 = 4 tokens: 2 blocks; the watermark does not count
     attempt("empty", e2, [], G(4))
     attempt("out_of_vocab", e2, [99], G(4))
     return out
@@ -792,6 +826,11 @@ def _judge_refused(obs):
         raise Fail("a request whose prompt + max_tokens - 1 tokens can never fit the pool was not refused",
                    expected="RequestRefused", got=describe(g) if g is not None else None,
                    hint="blocks_needed(len(prompt) + max_tokens - 1, block_size) > num_blocks: it would wait forever.")
+    if obs.get("fits_alone") != "accepted":
+        raise Fail("a request that fits the pool alone was refused because of the watermark", expected="accepted",
+                   got=describe(obs.get("fits_alone")),
+                   hint="Refuse only what could not run alone in an empty pool: the watermark is a reserve for "
+                        "running requests, and a request that runs alone has nobody to keep it for.")
     if obs.get("just_fits") != "accepted":
         raise Fail("a request that fits the pool exactly was refused", expected="accepted",
                    got=describe(obs.get("just_fits")), hint="The last token is returned, never fed back: "

@@ -136,10 +136,11 @@ def check_admission(engine, prompt_ids, params):
     prompt_ids: must be a non-empty list of int token ids in [0, engine.model.vocab_size),
         else ValueError naming `prompt_ids` and showing the bad value.
     params: anything RequestParams.coerce accepts (None, a dict, a RequestParams).
-    Raises RequestRefused when the request can never run: prompt + max_tokens - 1 tokens
-    (the last token is returned, never fed back) are more than the model's context
-    (engine.model.max_context, when it has one) or need more than num_blocks blocks, or
-    the prompt's blocks + watermark_blocks are more than num_blocks.
+    Raises RequestRefused when the request could not run even alone in an empty pool:
+    prompt + max_tokens - 1 tokens (the last token is returned, never fed back) are more
+    than the model's context (engine.model.max_context, when it has one) or need more
+    than num_blocks blocks. The watermark plays no part: every other request is accepted,
+    and schedule() must then finish it.
     Raises QueueFull when len(engine.waiting) >= engine.config.max_waiting.
     """
     vocab = engine.model.vocab_size
@@ -152,17 +153,17 @@ def check_admission(engine, prompt_ids, params):
     context = getattr(engine.model, "max_context", None)
     if context is not None and longest > context:
         raise RequestRefused(f"{longest} tokens exceed the model's context of {context}.")
-    if blocks_needed(longest, cfg.block_size) > cfg.num_blocks or \
-            blocks_needed(len(prompt_ids), cfg.block_size) + cfg.watermark_blocks > cfg.num_blocks:
+    if blocks_needed(longest, cfg.block_size) > cfg.num_blocks:       # could not run even alone
         raise RequestRefused(f"{longest} tokens need {blocks_needed(longest, cfg.block_size)} blocks of "
-                             f"{cfg.block_size}; the pool has {cfg.num_blocks} (watermark {cfg.watermark_blocks}).")
+                             f"{cfg.block_size}; the pool has {cfg.num_blocks}.")
     if len(engine.waiting) >= cfg.max_waiting:
         raise QueueFull(f"{len(engine.waiting)} requests are waiting (max_waiting={cfg.max_waiting}).")
     return params
 
 
 def schedule(engine):
-    """Decide who runs in this step's forward pass; return them (engine.running, a list).
+    """Decide who runs in this step's forward pass; return them as a NEW list (a copy of
+    engine.running: finish() removes requests from engine.running during the step).
 
     1. Blocks for the running: while the running requests together need more new blocks
        (sum of req.blocks_to_feed(block_size)) than the pool has free
@@ -174,8 +175,9 @@ def schedule(engine):
        req.cache.length).
     2. Admission, only in a step that preempted nobody: while engine.waiting is not empty
        and len(engine.running) < max_batch, look at the OLDEST waiting request (the head).
-       If num_free - blocks_needed(len(head.ids), block_size) < watermark_blocks, stop:
-       never skip the head for a smaller request behind it. Otherwise move it to the end
+       Keep watermark_blocks free while any request is running, none while none is: if
+       num_free - blocks_needed(len(head.ids), block_size) is less than that, stop; never
+       skip the head for a smaller request behind it. Otherwise move it to the end
        of engine.running with a new PagedKVCache(engine.pool) that has reserved
        len(head.ids) tokens, and open its "prefill" stage.
     """
@@ -196,7 +198,8 @@ def schedule(engine):
     if not preempted:
         while engine.waiting and len(engine.running) < engine.config.max_batch:
             head = engine.waiting[0]
-            if alloc.num_free - blocks_needed(len(head.ids), bs) < engine.config.watermark_blocks:
+            keep = engine.config.watermark_blocks if engine.running else 0   # nobody to keep it for
+            if alloc.num_free - blocks_needed(len(head.ids), bs) < keep:
                 break
             engine.waiting.popleft()
             head.cache = PagedKVCache(engine.pool)

@@ -144,8 +144,6 @@ def check_admission(engine, prompt_ids, params):
         reasons.append("longer than the model's context")
     if -(-tokens // cfg.block_size) > cfg.num_blocks:
         reasons.append("more blocks than the pool has")
-    if -(-len(prompt_ids) // cfg.block_size) > cfg.num_blocks - cfg.watermark_blocks:
-        reasons.append("a prompt that can never be admitted")
     if reasons:
         raise RequestRefused(f"refused: {', '.join(reasons)} ({tokens} tokens).")
     if len(engine.waiting) >= cfg.max_waiting:
@@ -174,7 +172,8 @@ def schedule(engine):
         req.cache.reserve(len(req.ids) - req.cache.length)
     while not kicked and engine.waiting and len(engine.running) < engine.config.max_batch:
         head = engine.waiting[0]
-        if free() - -(-len(head.ids) // engine.config.block_size) < engine.config.watermark_blocks:
+        reserve = engine.config.watermark_blocks if engine.running else 0
+        if free() - -(-len(head.ids) // engine.config.block_size) < reserve:
             break
         cache = PagedKVCache(engine.pool)
         cache.reserve(len(head.ids))
