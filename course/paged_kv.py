@@ -18,7 +18,16 @@ Memory per token, keys and values of every layer, for MHA, GQA and MQA alike:
 
 Only the key/value heads count: with grouped-query attention several query heads
 share one K/V head, so n_kv_heads (config `num_key_value_heads`) can be far below
-n_head (Llama-3-8B: 32 query heads, 8 K/V heads).
+n_head (Llama-3-8B: 32 query heads, 8 K/V heads). Two kinds of model do not follow
+it. With sliding-window attention (Mistral-7B v0.1: `sliding_window` 4096) a layer
+attends only to the last 4096 positions, so a rolling-buffer cache stops growing
+there: bytes per token * tokens is exact up to the window and an overestimate past
+it. Multi-head latent attention (DeepSeek-V2/V3) caches, per token and layer, one
+compressed latent vector (plus a small positional key) shared by all heads instead
+of per-head keys and values, so its size follows the latent width, not the heads.
+
+A request of P prompt tokens and max_tokens M caches at most P + M - 1 tokens: the
+M-th token is returned and never fed back, so its key and value are never written.
 
 The allocator (after nano-vllm's block manager) keeps a reference count per block, so
 a prompt prefix held in FULL blocks can be shared by several requests and goes back
@@ -59,14 +68,16 @@ def blocks_needed(n_tokens: int, block_size: int) -> int:
 
 def requests_that_fit(budget_bytes: int, bytes_per_token: int, prompt_tokens: int, max_tokens: int,
                       block_size: int = 1) -> int:
-    """How many requests of prompt_tokens + max_tokens tokens fit in budget_bytes at
-    once, each reserving its worst case in whole blocks of block_size tokens."""
+    """How many requests fit in budget_bytes at once, each reserving its worst case in
+    whole blocks of block_size tokens. The worst case is prompt_tokens + max_tokens - 1
+    cached tokens: the last token is returned to the caller and never fed back, so its
+    key and value are never written (the refusal rule of lab05 and lab07)."""
     check_int("budget_bytes", budget_bytes, 0)
     check_int("bytes_per_token", bytes_per_token, 1)
     check_int("prompt_tokens", prompt_tokens, 1)
     check_int("max_tokens", max_tokens, 1)
     check_int("block_size", block_size, 1)
-    per_request = blocks_needed(prompt_tokens + max_tokens, block_size) * block_size * bytes_per_token
+    per_request = blocks_needed(prompt_tokens + max_tokens - 1, block_size) * block_size * bytes_per_token
     return budget_bytes // per_request
 
 

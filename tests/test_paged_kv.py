@@ -67,10 +67,17 @@ def test_blocks_needed_rounds_up_and_is_exact_at_multiples(n, bs, want):
 def test_requests_that_fit_reserves_whole_blocks_of_the_worst_case():
     per_token = kv_bytes_per_token(32, 8, 128, 2)
     budget = 16 * 1024 ** 3                                      # 16 GiB left after the weights
-    assert requests_that_fit(budget, per_token, 1000, 1048) == 64   # 2048 tokens = 256 MiB each
-    # 17 tokens in blocks of 16 reserve 32 tokens.
-    assert requests_that_fit(32 * 100 * 10, 100, 9, 8, block_size=16) == 10
-    assert requests_that_fit(100, 100, 1, 1) == 0
+    assert requests_that_fit(budget, per_token, 1000, 1049) == 64   # 1000 + 1049 - 1 = 2048 tokens = 256 MiB each
+    # 9 + 9 - 1 = 17 tokens in blocks of 16 reserve 32 tokens.
+    assert requests_that_fit(32 * 100 * 10, 100, 9, 9, block_size=16) == 10
+    assert requests_that_fit(100, 100, 1, 2) == 0
+
+
+def test_requests_that_fit_does_not_count_the_last_token():
+    # 9 + 8 - 1 = 16 tokens fill one block of 16 exactly: the 17th (the last sampled
+    # token) is returned, never fed back, so it never takes a slot.
+    assert requests_that_fit(1600, 100, 9, 8, block_size=16) == 1
+    assert requests_that_fit(100, 100, 1, 1) == 1
 
 
 # ---------------------------------------------------------------- the allocator

@@ -20,8 +20,10 @@ kv_bytes_for_config(config, dtype_bytes=None)
   | both naming schemes; K/V heads, not query heads   | gpt2_config_mha, gqa_configs_count_kv_heads           |
   | head_dim when present, else hidden // heads       | gqa_configs_count_kv_heads (qwen has no head_dim)     |
   | torch_dtype, unless dtype_bytes overrides it      | dtype_bytes_overrides_torch_dtype                     |
+  | dtype (current transformers) before torch_dtype   | reads_dtype_of_current_transformers                   |
 requests_that_fit(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, block_size=1)
   | worst case per request, in whole blocks; floor    | llama_16_gib, whole_blocks_round_up, none_fit         |
+  | the worst case is prompt + max_tokens - 1 tokens  | last_token_is_never_cached                            |
   | ValueError naming the parameter                   | rejects_bad_arguments                                 |
 BlockAllocator(num_blocks, block_size)
   | all-or-nothing, OutOfBlocks, pool unchanged       | all_or_nothing, random_operation_sequences            |
@@ -39,15 +41,18 @@ PagedKVCache(pool)
 run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
   | stop / length with tokens and raw output          | eos_stop, length                                      |
   | cancelled / timeout / content_filter released     | cancelled_releases, timeout_releases, content_filter..|
+  | content_filter before on_token: never streamed    | rejected_token_never_reaches_on_token                 |
   | model raises or NaN at every step: error, raw     | model_raises_at_every_step, nan_logits_at_every_step  |
   |   output kept, blocks released                    |                                                       |
   | on_token's exception propagates, blocks released  | callback_exception_propagates_and_releases            |
   | refused before any model call                     | refuses_impossible_before_prefill                     |
+  | refusal counts prompt + max_tokens - 1 tokens     | runs_when_it_needs_exactly_the_pool                   |
   | no growth after 100 failing requests              | no_growth_after_100_failing_requests                  |
 serve_all(decoder, pool, requests, *, eos_token_id=None)
   | tokens as a solo run; nothing preempted when fits | everything_fits                                       |
   | the newest is preempted, freed, recomputed        | preempts_the_newest_and_recomputes, tiny_model_..     |
   | impossible request refused before any model call  | refuses_impossible_before_any_model_call              |
+  | refusal counts prompt + max_tokens - 1 tokens     | runs_a_request_that_needs_exactly_the_pool            |
 utilisation(lengths, *, block_size=None, max_len=None)
   | paged: tokens / whole blocks; contiguous: max_len | paged_blocks, contiguous_max_len, exact_blocks_..     |
   | ValueError naming the parameter                   | rejects_bad_arguments                                 |
@@ -266,6 +271,31 @@ def _config_case(name, names, hint, dtype_bytes=None, visible=False, points=1):
     return Case(name, points, call_probe("kv_bytes_for_config", inputs), judge, visible=visible)
 
 
+def _dtype_config():
+    """Llama-3-8B's config as current transformers saves it: `dtype`, no `torch_dtype`."""
+    cfg = _config("llama-3-8b")
+    cfg["dtype"] = cfg.pop("torch_dtype")
+    return cfg
+
+
+def _tiny_config():
+    return json.loads((Path(TINY_MODEL_DIR) / "config.json").read_text(encoding="utf-8"))
+
+
+def _dtype_case(name, hint, points=1):
+    configs = (("llama-3-8b with `dtype`", _dtype_config), ("datasets/tiny-model", _tiny_config))
+    inputs = [Input(label, lambda make=make: (make(),)) for label, make in configs]
+
+    def judge(recs):
+        for (label, make), rec in zip(configs, recs):
+            call = f"kv_bytes_for_config(<{label}>)"
+            got = result_of(rec, call)
+            expected = ref.kv_bytes_for_config(make())
+            if type(got) is not int or got != expected:
+                raise Fail(f"{call} is wrong", expected=expected, got=got, hint=hint)
+    return Case(name, points, call_probe("kv_bytes_for_config", inputs), judge)
+
+
 _KV_HINT = ("Count the KEY/VALUE heads: num_key_value_heads when the config has it (GQA/MQA), else the "
             "number of attention heads (MHA). Query heads do not take cache memory.")
 
@@ -282,6 +312,9 @@ FORMULA = Test(LAB, "kv_bytes_per_token_counts_kv_heads",
     _config_case("dtype_bytes_overrides_torch_dtype", ["llama-3-8b", "gpt2"],
                  "When dtype_bytes is given (e.g. 1 for an fp8 cache), use it instead of torch_dtype.",
                  dtype_bytes=1),
+    _dtype_case("reads_dtype_of_current_transformers",
+                "Current transformers saves the number type as `dtype` (older versions: `torch_dtype`); "
+                "read `dtype` first and fall back to `torch_dtype`."),
     rejects_case("rejects_bad_sizes", "kv_bytes_per_token", [
         ("n_layer", Input("n_layer=0", lambda: (), {"n_layer": 0, "n_kv_heads": 8, "head_dim": 128,
                                                     "dtype_bytes": 2})),
@@ -312,11 +345,14 @@ _GiB = 1 << 30
 CAPACITY = Test(LAB, "capacity_planning_counts_whole_blocks",
                 "requests_that_fit: worst case per request, whole blocks, rounded down", (
     _fit_case("llama_16_gib", (16 * _GiB, 131072, 1000, 1048), {},
-              "Each request may grow to prompt_tokens + max_tokens tokens; budget // bytes per request.",
+              "Each request may cache prompt_tokens + max_tokens - 1 tokens; budget // bytes per request.",
               visible=True),
-    _fit_case("whole_blocks_round_up", (32 * 100 * 10 + 99, 100, 9, 8), {"block_size": 16},
-              "17 tokens in blocks of 16 take 2 blocks = 32 tokens of memory."),
-    _fit_case("none_fit", (1000, 100, 6, 5), {}, "A budget below one request fits 0 requests."),
+    _fit_case("whole_blocks_round_up", (32 * 100 * 10 + 99, 100, 9, 9), {"block_size": 16},
+              "9 + 9 - 1 = 17 tokens in blocks of 16 take 2 blocks = 32 tokens of memory."),
+    _fit_case("none_fit", (1000, 100, 6, 6), {}, "A budget below one request fits 0 requests."),
+    _fit_case("last_token_is_never_cached", (1600, 100, 9, 8), {"block_size": 16},
+              "The last token is returned, never fed back, so a request caches at most prompt_tokens + "
+              "max_tokens - 1 tokens: 9 + 8 - 1 = 16 fill one block of 16."),
     rejects_case("rejects_bad_arguments", "requests_that_fit", [
         ("budget_bytes", Input("-1", lambda: (-1, 100, 5, 5))),
         ("max_tokens", Input("max_tokens=0", lambda: (), {"budget_bytes": 10, "bytes_per_token": 100,
@@ -648,7 +684,7 @@ def _runner_probe(setups, pool_blocks=16, block_size=2):
             decoder, kw = _run(decoder_kw, kw)
             rec = record(fn, (decoder, pool, _ids(TOY_PROMPT)), {"to_text": toy_text, **kw})
             out.append({"result": _plain_result(rec["result"]), "pool": _allocator_state(pool),
-                        "calls": len(decoder.calls)})
+                        "calls": len(decoder.calls), "streamed": decoder.streamed})
         return out
     return probe
 
@@ -661,7 +697,8 @@ def _expected_run(setup, pool_blocks, block_size):
         res = ref.run_request(decoder, pool, _ids(TOY_PROMPT), to_text=toy_text, **kw)
     except CallbackError as e:
         res = {"__raised__": "CallbackError", "message": str(e)}
-    return {"result": _plain_result(res), "pool": _allocator_state(pool), "calls": len(decoder.calls)}
+    return {"result": _plain_result(res), "pool": _allocator_state(pool), "calls": len(decoder.calls),
+            "streamed": decoder.streamed}
 
 
 def _runner_judge(setups, hint, pool_blocks=16, block_size=2, keys=("tokens", "finish_reason", "raw_output")):
@@ -696,6 +733,9 @@ def _runner_judge(setups, hint, pool_blocks=16, block_size=2, keys=("tokens", "f
             if got["calls"] != expected["calls"]:
                 raise Fail(f"{call} made {got['calls']} model calls", expected=expected["calls"],
                            got=got["calls"], hint=hint)
+            if got.get("streamed") != expected["streamed"]:
+                raise Fail(f"{call}: on_token received the wrong tokens", expected=expected["streamed"],
+                           got=got.get("streamed"), hint=_FILTER_HINT)
     return judge
 
 
@@ -736,8 +776,12 @@ def _run(decoder_kw, kw):
         kw["cancel"] = CancelAfter(decoder, kw.pop("cancel_after"))
     if "deadline" in kw:
         kw["clock"] = clock
+    decoder.streamed = None                            # what on_token received, when the case records it
     if isinstance(kw.get("on_token"), _OnToken):
         kw["on_token"] = _raise_on(kw["on_token"].n)
+    elif kw.get("on_token") == "record":
+        decoder.streamed = []
+        kw["on_token"] = decoder.streamed.append
     if kw.get("eos_token_id") == "eos":
         kw["eos_token_id"] = _toy_path()[4]            # the 5th greedy token ends the run
     if kw.get("content_filter") == "block":
@@ -767,8 +811,15 @@ def _toy_path():
 
 
 _ENDING_HINT = ("Order within a step: cancel, then the deadline, then the model call (an exception or NaN "
-                "logits ends the run with `error`), then append, on_token, content_filter, EOS (stop), "
+                "logits ends the run with `error`), then append, content_filter, on_token, EOS (stop), "
                 "max_tokens (length). raw_output is to_text(tokens) for EVERY ending.")
+_FILTER_HINT = ("Ask content_filter before on_token: a token it rejects ends the run with content_filter and is "
+                "never passed to on_token, though it stays in tokens and raw_output (as in Lab 03).")
+
+_EXACT_HINT = ("A request caches at most prompt + max_tokens - 1 tokens (the last token is returned, never fed "
+               "back): 5 + 12 - 1 = 16 tokens fill 8 blocks of 2 exactly, so it runs. Refuse only when "
+               "blocks_needed(prompt + max_tokens - 1) > num_blocks.")
+
 
 def _probe_bad_max(ns):
     decoder = ToyPagedLM()
@@ -821,6 +872,8 @@ RUNNER = Test(LAB, "run_request_releases_on_every_ending",
     _runner_case("timeout_releases", [(None, {"max_tokens": 20, "deadline": 4.0})], _ENDING_HINT),
     _runner_case("content_filter_releases", [(None, {"max_tokens": 20, "content_filter": "block"})],
                  _ENDING_HINT),
+    _runner_case("rejected_token_never_reaches_on_token",
+                 [(None, {"max_tokens": 20, "content_filter": "block", "on_token": "record"})], _FILTER_HINT),
     _runner_case("model_raises_at_every_step", [({"fail_at": k}, {"max_tokens": 7}) for k in range(7)],
                  _ENDING_HINT, points=2),
     _runner_case("nan_logits_at_every_step", [({"nan_at": k}, {"max_tokens": 7}) for k in range(7)],
@@ -830,9 +883,10 @@ RUNNER = Test(LAB, "run_request_releases_on_every_ending",
                  "An exception from the caller's own on_token is theirs: let it propagate, but release the "
                  "cache first (try/finally).", points=2),
     _runner_case("refuses_impossible_before_prefill", [(None, {"max_tokens": 40})],
-                 "Compare blocks_needed(prompt + max_tokens) with the pool's num_blocks BEFORE any model call; "
+                 "Compare blocks_needed(prompt + max_tokens - 1) with the pool's num_blocks BEFORE any model call; "
                  "return finish_reason error with a message, no tokens.", pool_blocks=8,
                  keys=("tokens", "finish_reason")),
+    _runner_case("runs_when_it_needs_exactly_the_pool", [(None, {"max_tokens": 12})], _EXACT_HINT, pool_blocks=8),
     Case("no_growth_after_100_failing_requests", 1, _probe_hundred, _judge_hundred),
     Case("rejects_bad_max_tokens", 1, _probe_bad_max, _judge_bad_max),
 ))
@@ -942,8 +996,11 @@ PRESSURE = Test(LAB, "memory_pressure_preempts_newest",
     _serve_case("preempts_the_newest_and_recomputes", REQUESTS_FIT, 9, 2, _PREEMPT_HINT, points=3),
     _serve_case("refuses_impossible_before_any_model_call",
                 [{"prompt": [9, 9, 9, 9, 9, 9, 9, 9], "max_tokens": 30}] + REQUESTS_FIT[:2], 12, 2,
-                "Check every request against the WHOLE pool first (blocks_needed(prompt + max_tokens) > "
+                "Check every request against the WHOLE pool first (blocks_needed(prompt + max_tokens - 1) > "
                 "num_blocks): refuse it at once, before any prefill.", points=2),
+    _serve_case("runs_a_request_that_needs_exactly_the_pool",
+                [{"prompt": TOY_PROMPT, "max_tokens": 12}, {"prompt": [2, 10, 11], "max_tokens": 6}], 8, 2,
+                _EXACT_HINT),
     _serve_case("tiny_model_under_pressure", None, 9, 4, _PREEMPT_HINT, points=2, shipped=True),
 ))
 

@@ -34,9 +34,11 @@ def kv_bytes_for_config(config: dict, dtype_bytes: int | None = None) -> int:
         n_kv = config.get("num_key_value_heads") or n_head
         head_dim = config.get("head_dim") or config["hidden_size"] // n_head
     if dtype_bytes is None:
-        name = config.get("torch_dtype", "float32")
+        # Current transformers writes `dtype`; configs saved by older versions say `torch_dtype`.
+        key = "dtype" if config.get("dtype") is not None else "torch_dtype"
+        name = config.get(key) or "float32"
         if name not in DTYPE_BYTES:
-            raise ValueError(f"`torch_dtype` must be one of {', '.join(DTYPE_BYTES)}, got {name!r}.")
+            raise ValueError(f"`{key}` must be one of {', '.join(DTYPE_BYTES)}, got {name!r}.")
         dtype_bytes = DTYPE_BYTES[name]
     return kv_bytes_per_token(n_layer, n_kv, head_dim, dtype_bytes)
 
@@ -60,11 +62,11 @@ def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=N
     def result(reason, error=None):
         return {"tokens": list(tokens), "finish_reason": reason, "raw_output": to_text(tokens), "error": error}
 
-    need = blocks_needed(input_ids.shape[1] + max_tokens, pool.block_size)
+    longest = input_ids.shape[1] + max_tokens - 1        # the last token is returned, never fed back
+    need = blocks_needed(longest, pool.block_size)
     if need > pool.num_blocks:
-        return result(FinishReason.ERROR, f"refused: the request needs {need} blocks for "
-                                          f"{input_ids.shape[1]} + {max_tokens} tokens and the pool has "
-                                          f"{pool.num_blocks}")
+        return result(FinishReason.ERROR, f"refused: {input_ids.shape[1]} + {max_tokens} - 1 = {longest} tokens "
+                                          f"need {need} blocks and the pool has {pool.num_blocks}")
     start = clock() if clock is not None else 0.0
     cache = PagedKVCache(pool)
     try:
@@ -84,11 +86,11 @@ def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=N
             except Exception as e:
                 return result(FinishReason.ERROR, f"{type(e).__name__}: {e}")
             token = int(torch.argmax(row))
-            tokens.append(token)
+            tokens.append(token)                      # kept in the raw output, as in lab03
+            if content_filter is not None and content_filter(token, to_text(tokens)):
+                return result(FinishReason.CONTENT_FILTER)   # never shown: on_token does not see it
             if on_token is not None:
                 on_token(token)                       # the caller's exception propagates (after finally)
-            if content_filter is not None and content_filter(token, to_text(tokens)):
-                return result(FinishReason.CONTENT_FILTER)
             if token == eos_token_id:
                 return result(FinishReason.STOP)
             if len(tokens) == max_tokens:
@@ -104,7 +106,7 @@ def serve_all(decoder, pool, requests, *, eos_token_id=None) -> list[dict]:
     results = [{"tokens": [], "finish_reason": None, "preemptions": 0, "error": None} for _ in range(n)]
     waiting: deque[int] = deque()
     for i, r in enumerate(requests):
-        need = blocks_needed(len(r["prompt"]) + r["max_tokens"], pool.block_size)
+        need = blocks_needed(len(r["prompt"]) + r["max_tokens"] - 1, pool.block_size)
         if need > pool.num_blocks:
             results[i].update(finish_reason=FinishReason.ERROR,
                               error=f"refused: needs {need} blocks, the pool has {pool.num_blocks}")

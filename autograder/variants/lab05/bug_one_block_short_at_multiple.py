@@ -64,8 +64,9 @@ def kv_bytes_for_config(config, dtype_bytes=None):
     (num_hidden_layers, num_attention_heads, num_key_value_heads, hidden_size, head_dim).
     K/V heads: num_key_value_heads when present, else the number of attention heads.
     head_dim: the `head_dim` field when present, else width // number of attention heads.
-    dtype_bytes: when None, from config["torch_dtype"] via DTYPE_BYTES (default "float32").
-    Returns an int.
+    dtype_bytes: when None, from the config's number type via DTYPE_BYTES: config["dtype"]
+        (what current transformers writes), else config["torch_dtype"] (older versions),
+        else "float32". Returns an int.
     """
     if "n_layer" in config:                                    # GPT-2
         n_layer, n_head, width = config["n_layer"], config["n_head"], config["n_embd"]
@@ -76,15 +77,16 @@ def kv_bytes_for_config(config, dtype_bytes=None):
         n_kv = config.get("num_key_value_heads", n_head)
         head_dim = config.get("head_dim", config["hidden_size"] // n_head)
     if dtype_bytes is None:
-        dtype_bytes = DTYPE_BYTES[config.get("torch_dtype", "float32")]
+        dtype_bytes = DTYPE_BYTES[config.get("dtype") or config.get("torch_dtype") or "float32"]
     return kv_bytes_per_token(n_layer, n_kv, head_dim, dtype_bytes)
 
 def requests_that_fit(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, block_size=1):
     """How many requests fit in budget_bytes of KV memory at the same time.
 
-    Each request may grow to prompt_tokens + max_tokens tokens and is held in whole
-    blocks of block_size tokens: it needs blocks_needed(prompt_tokens + max_tokens,
-    block_size) * block_size * bytes_per_token bytes. Returns budget_bytes // that (an int).
+    Each request may cache up to prompt_tokens + max_tokens - 1 tokens (its last token is
+    returned, never fed back) and is held in whole blocks of block_size tokens: it needs
+    blocks_needed(prompt_tokens + max_tokens - 1, block_size) * block_size * bytes_per_token
+    bytes. Returns budget_bytes // that (an int).
     budget_bytes: int >= 0; bytes_per_token, prompt_tokens, max_tokens, block_size: ints >= 1.
     Otherwise ValueError naming the parameter and showing its value.
     """
@@ -93,7 +95,7 @@ def requests_that_fit(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, 
                              ("block_size", block_size, 1)):
         if type(value) is not int or value < low:
             raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
-    per_request = blocks_needed(prompt_tokens + max_tokens, block_size) * block_size * bytes_per_token
+    per_request = blocks_needed(prompt_tokens + max_tokens - 1, block_size) * block_size * bytes_per_token
     return budget_bytes // per_request
 
 class BlockAllocator:
@@ -237,16 +239,20 @@ def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=N
 
     decoder: prefill(input_ids, kv=cache) -> (logits (1, T, V), cache) and
         decode(token_ids (1, 1), cache) -> (logits (1, 1, V), cache).
-    input_ids: (1, T0) long.  max_tokens: int >= 1 (else ValueError naming it, before
-        anything else).  to_text(list of ids) -> str.
-    Refusal: if blocks_needed(T0 + max_tokens, pool.block_size) > pool.num_blocks the
-        request can never fit: return at once, before any model call, with
-        finish_reason ERROR, no tokens and an `error` message that says why.
+    input_ids: (1, T0) long.  max_tokens: int >= 1 (else, before anything else, ValueError
+        naming it and showing the value, e.g. "`max_tokens` must be an integer >= 1, got 0.").
+        to_text(list of ids) -> str.
+    Refusal: the cache holds at most T0 + max_tokens - 1 tokens (the last token is
+        returned, never fed back). If blocks_needed(T0 + max_tokens - 1, pool.block_size)
+        > pool.num_blocks the request can never fit: return at once, before any model
+        call, with finish_reason ERROR, no tokens and an `error` message that says why.
+        A request that needs exactly pool.num_blocks fits, and runs.
     Each step, in this order: cancel.is_set() -> CANCELLED; clock() - start >= deadline
         (start = clock() when the call began) -> TIMEOUT; the model call (prefill first,
         then decode of the last token): an exception, or NaN in the last logits row ->
-        ERROR with `error` = "ExceptionType: message"; append argmax; on_token(token);
-        content_filter(token, to_text(tokens)) True -> CONTENT_FILTER; token ==
+        ERROR with `error` = "ExceptionType: message"; append argmax;
+        content_filter(token, to_text(tokens)) True -> CONTENT_FILTER (that token stays in
+        tokens and raw_output, but is never passed to on_token); on_token(token); token ==
         eos_token_id -> STOP; len(tokens) == max_tokens -> LENGTH.
     An exception raised by on_token (the caller's own code) propagates to the caller,
     after the cache was released.
@@ -262,9 +268,9 @@ def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=N
         return {"tokens": list(tokens), "finish_reason": reason, "raw_output": to_text(tokens), "error": error}
 
     T0 = input_ids.shape[1]
-    need = blocks_needed(T0 + max_tokens, pool.block_size)
+    need = blocks_needed(T0 + max_tokens - 1, pool.block_size)   # the last token is never fed back
     if need > pool.num_blocks:
-        return ended(FinishReason.ERROR, f"refused: {T0} + {max_tokens} tokens need {need} blocks, "
+        return ended(FinishReason.ERROR, f"refused: {T0} + {max_tokens} - 1 tokens need {need} blocks, "
                                          f"the pool has {pool.num_blocks}")
     start = clock() if clock is not None else 0.0
     cache = PagedKVCache(pool)
@@ -286,10 +292,10 @@ def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=N
                 return ended(FinishReason.ERROR, f"{type(e).__name__}: {e}")
             token = int(torch.argmax(row))
             tokens.append(token)
+            if content_filter is not None and content_filter(token, to_text(tokens)):
+                return ended(FinishReason.CONTENT_FILTER)       # before on_token: never shown
             if on_token is not None:
                 on_token(token)
-            if content_filter is not None and content_filter(token, to_text(tokens)):
-                return ended(FinishReason.CONTENT_FILTER)
             if token == eos_token_id:
                 return ended(FinishReason.STOP)
             if len(tokens) == max_tokens:
@@ -302,8 +308,9 @@ def serve_all(decoder, pool, requests, *, eos_token_id=None):
 
     requests: list of {"prompt": list of ids, "max_tokens": int >= 1}.
     1. At once, before any model call: a request with blocks_needed(len(prompt) +
-       max_tokens, pool.block_size) > pool.num_blocks can never fit: its result is
-       finish_reason ERROR, tokens [], an `error` message. The others wait in order.
+       max_tokens - 1, pool.block_size) > pool.num_blocks can never fit (as in
+       run_request): its result is finish_reason ERROR, tokens [], an `error` message.
+       The others wait in order.
     2. Each round: (a) admit: while the first waiting request's sequence (prompt + the
        tokens it already has) needs no more blocks than are free, remove it from the
        queue, give it a new PagedKVCache(pool), prefill that whole sequence and append
@@ -320,7 +327,7 @@ def serve_all(decoder, pool, requests, *, eos_token_id=None):
     results = [{"tokens": [], "finish_reason": None, "preemptions": 0, "error": None} for _ in requests]
     waiting = []
     for i, r in enumerate(requests):
-        need = blocks_needed(len(r["prompt"]) + r["max_tokens"], pool.block_size)
+        need = blocks_needed(len(r["prompt"]) + r["max_tokens"] - 1, pool.block_size)
         if need > pool.num_blocks:
             results[i]["finish_reason"] = FinishReason.ERROR
             results[i]["error"] = f"refused: needs {need} blocks, the pool has {pool.num_blocks}"

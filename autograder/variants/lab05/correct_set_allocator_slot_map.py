@@ -54,7 +54,7 @@ def kv_bytes_for_config(config, dtype_bytes=None):
     kv_heads = first("num_key_value_heads", default=heads)
     head_dim = first("head_dim", default=first("hidden_size", "n_embd") // heads)
     if dtype_bytes is None:
-        dtype_bytes = torch.empty((), dtype=getattr(torch, config.get("torch_dtype", "float32"))).element_size()
+        dtype_bytes = torch.empty((), dtype=getattr(torch, first("dtype", "torch_dtype", default="float32"))).element_size()
     return kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes)
 
 
@@ -63,7 +63,7 @@ def requests_that_fit(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, 
         raise ValueError(f"`budget_bytes` must be a non-negative integer, got {budget_bytes!r}.")
     _positive(bytes_per_token=bytes_per_token, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
               block_size=block_size)
-    tokens = math.ceil((prompt_tokens + max_tokens) / block_size) * block_size
+    tokens = math.ceil((prompt_tokens + max_tokens - 1) / block_size) * block_size   # the last token is never cached
     return budget_bytes // (tokens * bytes_per_token)
 
 
@@ -181,7 +181,7 @@ def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=N
     def out(reason, error=None):
         return dict(tokens=tokens[:], finish_reason=reason, raw_output=to_text(tokens), error=error)
 
-    if blocks_needed(input_ids.shape[1] + max_tokens, pool.block_size) > pool.num_blocks:
+    if blocks_needed(input_ids.shape[1] + max_tokens - 1, pool.block_size) > pool.num_blocks:
         return out(FinishReason.ERROR, "refused: larger than the whole KV pool")
     t0 = clock() if deadline is not None else None
     with _Borrowed(pool) as cache:
@@ -199,10 +199,10 @@ def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=N
             except Exception as e:
                 return out(FinishReason.ERROR, f"{type(e).__name__}: {e}")
             tokens.append(int(last.argmax()))
-            if on_token:
-                on_token(tokens[-1])
             if content_filter and content_filter(tokens[-1], to_text(tokens)):
                 return out(FinishReason.CONTENT_FILTER)
+            if on_token:
+                on_token(tokens[-1])
             if tokens[-1] == eos_token_id:
                 return out(FinishReason.STOP)
         return out(FinishReason.LENGTH)
@@ -212,7 +212,7 @@ def serve_all(decoder, pool, requests, *, eos_token_id=None):
     state = [dict(tokens=[], finish_reason=None, preemptions=0, error=None) for _ in requests]
     queue, running, cache = deque(), [], {}
     for i, r in enumerate(requests):
-        if blocks_needed(len(r["prompt"]) + r["max_tokens"], pool.block_size) > pool.num_blocks:
+        if blocks_needed(len(r["prompt"]) + r["max_tokens"] - 1, pool.block_size) > pool.num_blocks:
             state[i].update(finish_reason=FinishReason.ERROR, error="refused: larger than the whole KV pool")
         else:
             queue.append(i)
