@@ -96,12 +96,15 @@ def bench_decode(repeats):
 
 
 def bench_utilisation():
-    lengths = [p + n for p, n in TRACE]
+    # A request of p prompt tokens that generates n caches p + n - 1 of them: the last
+    # token is returned, never fed back (course.paged_kv).
+    lengths = [p + n - 1 for p, n in TRACE]
     out = {"contiguous": sum(lengths) / (TRACE_MAX_LEN * len(lengths))}
     for bs in (8, 16, 32):
         out[f"paged_{bs}"] = sum(lengths) / sum(blocks_needed(n, bs) * bs for n in lengths)
-    # Memory over time when the trace runs one decode step per request per tick, all
-    # admitted at tick 0: the peak of blocks held, paged (16) against contiguous.
+    # Memory over time when the trace runs one step per request per tick, all admitted
+    # at tick 0 (tick 0 is the prefill, tick t the t-th decode, which caches token t of
+    # the output): the peak of blocks held, paged (16) against contiguous.
     alloc = BlockAllocator(num_blocks=sum(blocks_needed(n, BLOCK) for n in lengths), block_size=BLOCK)
     held = [alloc.allocate(blocks_needed(p, BLOCK)) for p, _ in TRACE]
     timeline = []
@@ -114,7 +117,7 @@ def bench_utilisation():
                 alloc.free(held[i])
                 held[i] = None
                 continue
-            length = p + t + 1
+            length = p + t
             held[i] += alloc.allocate(blocks_needed(length, BLOCK) - len(held[i]))
             tokens += length
         live = sum(h is not None for h in held)
