@@ -23,7 +23,8 @@ Memory per token, for keys and values of every layer:
 
 n_kv_heads counts key/value heads, not query heads: equal to n_head for
 multi-head attention (GPT-2), fewer with grouped-query attention (Llama-3-8B:
-8 of 32), one with multi-query attention.
+8 of 32), one with multi-query attention. A sliding window and multi-head latent
+attention break the formula (course/paged_kv.py says how).
 """
 from __future__ import annotations
 
