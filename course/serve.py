@@ -18,8 +18,9 @@ it runs queued commands (add, abort), calls `engine.step()`, and routes every
 RequestOutput to the asyncio queue of its request. The handler reads its queue and
 writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body. Overload (the
 engine's waiting queue is full: QueueFull) answers 429 with Retry-After at once, never a
-hang; a request that can never run (RequestRefused: prompt + max_tokens larger than the
-KV pool) answers 400 naming max_tokens, since retrying could not help. A client that
+hang; a request that can never run (RequestRefused, raised by add_request: its prompt +
+max_tokens could not fit the KV pool even alone) answers 400 naming max_tokens at once,
+since retrying could not help. A client that
 closes its stream aborts the request: the abort is the next command the loop runs,
 before its next step, and the engine frees the blocks inside abort(), so the request's
 KV blocks are back in the pool within one step.
