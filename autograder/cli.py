@@ -21,7 +21,13 @@ import re
 import sys
 from pathlib import Path
 
-from .isolation import GiB, Limits
+# jsonschema (imported by nbformat, which reads the notebooks) imports rfc3987_syntax for its
+# optional "iri" format checker, and that builds a grammar at import time: 1.6-2.7 s before a
+# command can start. Nothing this command line runs checks that format; without the module
+# jsonschema leaves the format unchecked, as it does whenever the package is not installed.
+sys.modules.setdefault("rfc3987_syntax", None)
+
+from .isolation import GiB, Limits  # noqa: E402  (after the line above: isolation reads notebooks)
 
 LAB_RE = re.compile(r"lab\d\d")
 
@@ -97,9 +103,8 @@ def cmd_grade(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from . import messages, reports
-    from .isolation import Runtime, Sandbox, grade_isolated, prepare
-    from .selfcheck import NotebookNotFound, heartbeat, resolve_notebook
+    from . import messages
+    from .selfcheck import NotebookNotFound, heartbeat, resolve_notebook, warm_up
     try:   # from work/, the course folder or anywhere: the error names every path looked at
         args.notebook = str(resolve_notebook(args.notebook))
     except NotebookNotFound as e:
@@ -107,15 +112,24 @@ def cmd_check(args) -> int:
         return 2
     lab = _lab_of(args.notebook, args.lab)
     limits = _limits(args)
-    sub = prepare(args.notebook, lab)
-    box = Sandbox.detect(args.sandbox)
-    if box.weak:   # a self-check earns no credit: it runs anyway, and says so
-        print(f"note: no OS sandbox ({box.reason}); fine for a self-check, not for grading.", file=sys.stderr)
     # the report's language: --lang, else the notebook's edition (metadata "language"), else English
     lang = messages.language(args.lang or messages.notebook_language(args.notebook) or "en")
-    with heartbeat(messages.text("check.checking", lang, notebook=args.notebook, lab=lab)), \
-            Runtime(lab, sandbox=box) as rt:
-        graded = grade_isolated(sub, rt, limits=limits, visible_only=True)
+    from . import reports
+    from .isolation import Runtime, Sandbox, grade_isolated, prepare
+    with heartbeat(messages.text("check.checking", lang, notebook=args.notebook, lab=lab)):
+        box = Sandbox.detect(args.sandbox)
+        if box.weak:   # a self-check earns no credit: it runs anyway, and says so
+            print(f"note: no OS sandbox ({box.reason}); fine for a self-check, not for grading.", file=sys.stderr)
+        with Runtime(lab, sandbox=box) as rt:
+            warming = warm_up(lab, rt)
+            try:
+                rt.zygote(0)                       # the sandbox starts now, while this process
+            except OSError:                        # reads the notebook and loads the judges' model
+                pass                               # (grade_isolated starts it again and reports why not)
+            sub = prepare(args.notebook, lab)
+            if warming is not None:
+                warming.join()
+            graded = grade_isolated(sub, rt, limits=limits, visible_only=True)
     rec = reports.record("you", sub, graded, version=reports.grader_version(lab), limits=limits)
     print(reports.check_text(rec, lang=lang))
     if graded.output.strip() and args.show_output:

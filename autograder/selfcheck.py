@@ -1,9 +1,19 @@
 """What `python -m autograder check` needs around the isolated grader: find the notebook the
-learner means, wherever they run the command from, and show that the check is working.
+learner means, wherever they run the command from, show that the check is working, and
+start the slow parts early and side by side.
 
     resolve_notebook("lab01/lab01.ipynb")   # from work/ (JupyterLab's terminal)
     resolve_notebook("work/lab01/lab01.ipynb")  # from the course folder
     resolve_notebook("lab01")               # either: work/lab01/lab01.ipynb
+    warm = warm_up(lab, runtime)            # before runtime.zygote(0); warm.join() before grading
+
+Where a check's time goes (a solved lab05 on 2 cores): the sandboxed zygote imports torch,
+the course and the lab's setup cells (about 3 s), and the probes and the judges of the labs
+that run the shipped tiny model each import transformers and load it (about 2 s on each
+side, one after the other, because the parent judges a case before it sends the next).
+`warm_up` loads the model once in the zygote, before any child is forked, so every child
+inherits it (it is the shipped model, the same for every student; no student code has run
+yet), and once in the parent on a thread while the zygote starts.
 """
 from __future__ import annotations
 
@@ -61,8 +71,7 @@ def resolve_notebook(path: str, cwd: Path | None = None) -> Path:
 @contextmanager
 def heartbeat(what: str, *, every: float = 5.0, out=None):
     """Print `what`, then a line every `every` seconds until the block ends, so a check that
-    takes half a minute (a fresh process imports torch, an endless loop waits for its
-    timeout) never looks stuck."""
+    takes long (a busy machine, an endless loop waiting for its timeout) never looks stuck."""
     out = out or sys.stderr
     print(what, file=out, flush=True)
     done = threading.Event()
@@ -80,3 +89,38 @@ def heartbeat(what: str, *, every: float = 5.0, out=None):
         done.set()
         t.join()
         print(f"  done in {time.monotonic() - start:.0f} s", file=out, flush=True)
+
+
+# ---------------------------------------------------------------- warming up
+
+# Run by the zygote as a warm-up cell (trusted code, before any child exists). A cell that
+# fails there is skipped, and the probe then loads the model itself.
+WARM_MODEL_CELL = "from autograder.checks import shipped_model\nshipped_model()\n"
+
+
+def loads_shipped_model(lab: str, root: Path | None = None) -> bool:
+    """True when the lab's graders (autograder/graders/labNN.py, or the files of a labNN/
+    package) use the shipped tiny model (autograder.checks.shipped_model)."""
+    graders = Path(root or ROOT) / "autograder" / "graders"
+    files = [graders / f"{lab}.py", *sorted((graders / lab).glob("*.py"))]
+    return any("shipped_model" in p.read_text(encoding="utf-8") for p in files if p.is_file())
+
+
+def warm_up(lab: str, runtime) -> threading.Thread | None:
+    """Before `runtime.zygote(0)` starts the sandbox: when the lab's graders use the shipped
+    model, have the zygote load it with the lab's setup cells and start loading the parent's
+    copy (for the judges) on a thread. Returns that thread (join it before grading), or None."""
+    if not loads_shipped_model(lab):
+        return None
+    from . import checks
+    if WARM_MODEL_CELL not in runtime.warm_cells:
+        runtime.warm_cells = [*runtime.warm_cells, WARM_MODEL_CELL]
+    def load():
+        try:
+            checks.shipped_model()
+        except Exception:   # the judge loads it again and reports what went wrong
+            pass
+
+    thread = threading.Thread(target=load, name="warm-shipped-model", daemon=True)
+    thread.start()
+    return thread
