@@ -32,7 +32,8 @@ the conventions' values, "text_completion" (OpenAI's completions API, the defaul
 and allow a custom value when none of them applies); a failed request (finish reason
 error) gets status ERROR and error.type, the exception's class name or "_OTHER" when
 unknown (a cancel or a timeout is an ending with a finish reason, not an error). The
-root's kind is INTERNAL, the conventions' choice for a model in the same process. The
+root's kind is INTERNAL, which the conventions allow for a model running in the process
+that records the span (CLIENT is their default, for a call to a remote model). The
 attributes gen_ai.request.model / .temperature / .top_p / .max_tokens,
 gen_ai.usage.input_tokens / .output_tokens and gen_ai.response.finish_reasons keep their
 spec names. The course's own extras all start with "course." and carry their unit in
