@@ -19,6 +19,7 @@ import argparse
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 # jsonschema (imported by nbformat, which reads the notebooks) imports rfc3987_syntax for its
@@ -104,7 +105,7 @@ def cmd_grade(args) -> int:
 
 def cmd_check(args) -> int:
     from . import messages
-    from .selfcheck import NotebookNotFound, heartbeat, resolve_notebook, warm_up
+    from .selfcheck import NotebookNotFound, estimate, heartbeat, remember_seconds, resolve_notebook, warm_up
     try:   # from work/, the course folder or anywhere: the error names every path looked at
         args.notebook = str(resolve_notebook(args.notebook))
     except NotebookNotFound as e:
@@ -116,7 +117,9 @@ def cmd_check(args) -> int:
     lang = messages.language(args.lang or messages.notebook_language(args.notebook) or "en")
     from . import reports
     from .isolation import Runtime, Sandbox, grade_isolated, prepare
-    with heartbeat(messages.text("check.checking", lang, notebook=args.notebook, lab=lab)):
+    started = time.monotonic()
+    with heartbeat(messages.text("check.checking", lang, notebook=args.notebook, lab=lab,
+                                 estimate=estimate(lab, lang))):
         box = Sandbox.detect(args.sandbox)
         if box.weak:   # a self-check earns no credit: it runs anyway, and says so
             print(f"note: no OS sandbox ({box.reason}); fine for a self-check, not for grading.", file=sys.stderr)
@@ -130,6 +133,8 @@ def cmd_check(args) -> int:
             if warming is not None:
                 warming.join()
             graded = grade_isolated(sub, rt, limits=limits, visible_only=True)
+    if not graded.harness_error and not sub.fatal:
+        remember_seconds(lab, time.monotonic() - started)
     rec = reports.record("you", sub, graded, version=reports.grader_version(lab), limits=limits)
     print(reports.check_text(rec, lang=lang))
     if graded.output.strip() and args.show_output:

@@ -5,6 +5,8 @@ start the slow parts early and side by side.
     resolve_notebook("lab01/lab01.ipynb")   # from work/ (JupyterLab's terminal)
     resolve_notebook("work/lab01/lab01.ipynb")  # from the course folder
     resolve_notebook("lab01")               # either: work/lab01/lab01.ipynb
+    estimate(lab)                           # the header's "about N s": the last check of the lab here
+    remember_seconds(lab, 6.2)
     warm = warm_up(lab, runtime)            # before runtime.zygote(0); warm.join() before grading
 
 Where a check's time goes (a solved lab05 on 2 cores): the sandboxed zygote imports torch,
@@ -17,8 +19,12 @@ yet), and once in the parent on a thread while the zygote starts.
 """
 from __future__ import annotations
 
+import json
+import math
+import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -89,6 +95,57 @@ def heartbeat(what: str, *, every: float = 5.0, out=None):
         done.set()
         t.join()
         print(f"  done in {time.monotonic() - start:.0f} s", file=out, flush=True)
+
+
+# ---------------------------------------------------------------- how long it takes here
+
+def seconds_file() -> Path:
+    """Where the last check's duration per lab is kept: the user's cache folder
+    ($XDG_CACHE_HOME, else ~/.cache), never the course folder."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "logit-to-first-token" / "check-seconds.json"
+
+
+def _read_seconds() -> dict:
+    try:
+        data = json.loads(seconds_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def last_seconds(lab: str) -> float | None:
+    """How long the last check of `lab` took on this machine (header to report), or None."""
+    v = _read_seconds().get(lab)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else None
+
+
+def remember_seconds(lab: str, seconds: float) -> None:
+    """Keep how long this check of `lab` took, for the next header. Best effort: a cache
+    that cannot be written only costs the estimate."""
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"`seconds` must be a positive number, got {seconds!r}.")
+    data = _read_seconds()
+    data[lab] = round(float(seconds), 1)
+    path = seconds_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".check-seconds.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def estimate(lab: str, lang: str | None = None) -> str:
+    """The header's estimate: the last check of `lab` on this machine, rounded up to whole
+    seconds; before any, the range measured on 2-core laptops (benchmarks/bench_selfcheck.py)."""
+    from . import messages
+    last = last_seconds(lab)
+    if last is None:
+        return messages.text("check.estimate_first", lang)
+    return messages.text("check.estimate_last", lang, seconds=max(1, math.ceil(last)), lab=lab)
 
 
 # ---------------------------------------------------------------- warming up

@@ -4,6 +4,7 @@ Timings live in benchmarks/bench_selfcheck.py; these tests pin the behaviour: th
 comes first, the shipped model is warmed only for the labs whose graders use it, and the
 command line never imports jsonschema's IRI grammar.
 """
+import os
 import subprocess
 import sys
 import threading
@@ -12,7 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder.selfcheck import WARM_MODEL_CELL, loads_shipped_model, warm_up
+from autograder import messages
+from autograder.selfcheck import (WARM_MODEL_CELL, estimate, last_seconds, loads_shipped_model, remember_seconds,
+                                  seconds_file, warm_up)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,10 +51,28 @@ def test_the_command_line_does_not_import_the_iri_grammar():
     assert out.stdout.strip() == "None"
 
 
+def test_the_estimate_is_the_last_check_of_the_lab_on_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert seconds_file().is_relative_to(tmp_path)
+    assert estimate("lab05", "en") == messages.text("check.estimate_first", "en")
+    remember_seconds("lab05", 6.2)
+    assert last_seconds("lab05") == 6.2 and last_seconds("lab01") is None
+    assert estimate("lab05", "en") == "about 7 s, as the last check of lab05 on this machine"
+    assert estimate("lab05", "zh") == messages.text("check.estimate_last", "zh", seconds=7, lab="lab05")
+    assert "7" in estimate("lab05", "zh") and estimate("lab01", "en") == messages.text("check.estimate_first", "en")
+    seconds_file().write_text("not json")
+    assert estimate("lab05", "en") == messages.text("check.estimate_first", "en")
+    with pytest.raises(ValueError, match="`seconds` must be a positive number, got -1"):
+        remember_seconds("lab05", -1)
+
+
 @pytest.mark.slow
-def test_check_prints_its_header_first_and_passes_a_lab_that_runs_the_model():
-    p = subprocess.run([sys.executable, "-m", "autograder", "check", "solutions/lab04/lab04.ipynb", "--lang", "en"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+def test_check_prints_its_header_first_and_passes_a_lab_that_runs_the_model(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    cmd = [sys.executable, "-m", "autograder", "check", "solutions/lab04/lab04.ipynb", "--lang", "en"]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert p.stderr.splitlines()[0].startswith("Checking "), p.stderr[:500]
+    header = p.stderr.splitlines()[0]
+    assert header.startswith("Checking ") and messages.text("check.estimate_first", "en") in header, p.stderr[:500]
     assert "lab04: 8/8 visible checks passed" in p.stdout
+    assert (tmp_path / "logit-to-first-token" / "check-seconds.json").is_file()
