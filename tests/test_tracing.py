@@ -418,6 +418,9 @@ def test_a_value_the_spans_do_not_hold_is_none_in_the_record():
     record = T.trace_record(tr.finished_spans(), tokenizer_version="tiny-model-bpe-512")
     assert record["input_tokens"] is None and record["cancel_time_s"] is None and record["tpot_s"] is None
     assert record["kv_cache"] == {"hit_tokens": None, "released": None}       # unknown, not 0 and False
+    import jsonschema                                   # and the schema says unknown is allowed
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8"))).validate(
+        json.loads(json.dumps(record)))
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "lab06_example_trace.json"
