@@ -46,6 +46,7 @@ import math
 from dataclasses import dataclass, field, fields
 
 import torch
+import torch.nn.functional as F
 
 from ._checks import check_int, check_number, check_type, is_int
 from .decoder import CourseDecoder
@@ -222,38 +223,52 @@ class _BatchView:
 
 class _PagedBatchView:
     """_BatchView for rows that all live in one KVPool, without a Python loop per row and
-    layer: every row's new keys/values are written with one indexed store, and every
-    row's keys/values read back, padded, with one indexed gather per layer.
+    layer. The pool's layer buffer (N, H, bs, D) is read as rows of D numbers, one per
+    (block, head, slot); every index into it is built once per forward, as tensors:
 
-    blk, slot (B, T): where key column j of row i lives in the pool (pad columns point
-    at some slot; they are masked, so what they hold never counts).
+        pos   (B, T)   token position of key column j of row i (pad columns: 0, masked)
+        blk   (B, T)   its block, table[pos // bs];  slot = pos % bs
+        read  (B*H*T,) the pool row of (row i, head h, column j): (blk * H + h) * bs + slot
+        write (n*H,)   the pool rows of the n real new tokens, in the order k is laid out
+
+    so each layer costs one index_copy_ (the new keys and values) and one index_select
+    (every row's keys and values, padded), whatever the batch holds.
     """
 
     def __init__(self, caches, past: list[int], n_new: list[int], width: int, t: int) -> None:
         self.caches, self.n_new = caches, n_new
         self.pool = pool = caches[0].pool
         self.length = width - t
-        bs = pool.block_size
-        blk, slot, new = [], [], []
-        for cache, p, n in zip(caches, past, n_new):
+        bs, H, device = pool.block_size, pool.n_kv_heads, pool.device
+        tables = []
+        for cache, n in zip(caches, n_new):
             cache.reserve(n)                                   # blocks first: may raise OutOfBlocks, nothing written
-            table, pad = cache.block_table, width - p - n
-            blk.append([table[0]] * pad + [table[q // bs] for q in range(p + n)])
-            slot.append([0] * pad + [q % bs for q in range(p + n)])
-            new.append([False] * (t - n) + [True] * n)        # real new tokens among the t query columns
-        device = pool.device
-        self.blk = torch.tensor(blk, dtype=torch.long, device=device)          # (B, T)
-        self.slot = torch.tensor(slot, dtype=torch.long, device=device)        # (B, T)
-        self.new = torch.tensor(new, dtype=torch.bool, device=device)          # (B, t)
-        self.write_blk = self.blk[:, width - t:][self.new]     # (n_total,)
-        self.write_slot = self.slot[:, width - t:][self.new]
+            tables.append(cache.block_table)
+        most = max(len(table) for table in tables)
+        table = torch.tensor([tb + tb[-1:] * (most - len(tb)) for tb in tables], device=device)   # (B, nb)
+        start = torch.tensor([width - p - n for p, n in zip(past, n_new)], device=device)        # (B,) pads
+        col = torch.arange(width, device=device)                                                  # (T,)
+        pos = (col - start[:, None]).clamp(min=0)                                                 # (B, T)
+        blk, slot = table.gather(1, pos // bs), pos % bs                                          # (B, T)
+        heads = torch.arange(H, device=device)[None, :, None]                                     # (1, H, 1)
+        self.read = ((blk[:, None, :] * H + heads) * bs + slot[:, None, :]).flatten()           # (B*H*T,)
+        self.shape = (len(caches), H, width, pool.head_dim)
+        # The query columns that are real new tokens (a shorter row is left-padded).
+        queries = col[width - t:]                                                                 # (t,)
+        self.new = None if min(n_new) == t else queries >= (width - torch.tensor(n_new, device=device))[:, None]
+        wblk, wslot = blk[:, width - t:], slot[:, width - t:]                                     # (B, t)
+        if self.new is not None:
+            wblk, wslot = wblk[self.new], wslot[self.new]                                         # (n,)
+        self.write = ((wblk.reshape(-1, 1) * H + heads.view(1, H)) * bs + wslot.reshape(-1, 1)).flatten()  # (n*H,)
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         out = []
         for buf, x in ((self.pool.k[layer], k), (self.pool.v[layer], v)):
-            slots = buf.permute(0, 2, 1, 3)                                  # (N, bs, H, D) view of the pool
-            slots[self.write_blk, self.write_slot] = x.permute(0, 2, 1, 3)[self.new]   # (n_total, H, D)
-            out.append(slots[self.blk, self.slot].permute(0, 2, 1, 3))        # (B, H, T, D)
+            rows = buf.view(-1, buf.shape[-1])                                # (N*H*bs, D) view of the pool
+            x = x.transpose(1, 2)                                            # (B, t, H, D)
+            x = x.reshape(-1, x.shape[-1]) if self.new is None else x[self.new].reshape(-1, x.shape[-1])
+            rows.index_copy_(0, self.write, x)                               # (n*H, D) new tokens
+            out.append(rows.index_select(0, self.read).view(self.shape))    # (B, H, T, D)
         for cache, n in zip(self.caches, self.n_new):
             cache.filled[layer] += n
         return out[0], out[1]
@@ -289,17 +304,51 @@ class BatchedDecoder:
         t = max(n_new)                                                   # query columns
         width = max(p + n for p, n in zip(past, n_new))                  # T: keys per row after padding
         device = self.device
-        ids = torch.zeros(len(rows), t, dtype=torch.long)                # (B, t), pad id 0 (masked)
-        mask = torch.zeros(len(rows), width, dtype=torch.bool)           # (B, T), True = a real token
-        for i, (row, p, n) in enumerate(zip(rows, past, n_new)):
-            ids[i, t - n:] = torch.tensor(row[p:], dtype=torch.long)
-            mask[i, width - p - n:] = True
+        ids = torch.tensor([[0] * (t - n) + row[p:] for row, p, n in zip(rows, past, n_new)])   # (B, t), pad id 0
+        lengths = torch.tensor([p + n for p, n in zip(past, n_new)])
+        mask = torch.arange(width) >= (width - lengths)[:, None]         # (B, T), True = a real token
         caches = list(caches)
         paged = all(type(c) is PagedKVCache and c.pool is caches[0].pool for c in caches) \
             and caches[0].pool.dtype == self.decoder.wte.weight.dtype
+        if paged and type(self.decoder) is CourseDecoder:
+            view = _PagedBatchView(caches, past, n_new, width, t)
+            return self._run_paged(ids.to(device), view, mask.to(device))    # (B, V)
         view = _PagedBatchView(caches, past, n_new, width, t) if paged else _BatchView(caches, n_new, width, t)
         logits = self.decoder._run(ids.to(device), view, mask.to(device))   # (B, t, V)
         return logits[:, -1, :]                                          # (B, V): each row's last token
+
+    def _run_paged(self, ids: torch.Tensor, view: "_PagedBatchView", mask: torch.Tensor) -> torch.Tensor:
+        """CourseDecoder._run for one paged batch, the same network in fewer tensor ops
+        (an engine runs this once per step, and at the tiny model's size a step's time
+        is mostly the number of ops, not their arithmetic): the mask is built once as an
+        additive bias, attention is one scaled_dot_product_attention call, the layers are
+        called without nn.Module's hooks, and only each row's last column goes through
+        ln_f and the vocabulary projection. Returns next-token logits (B, V)."""
+        d = self.decoder
+        B, t = ids.shape
+        T, C, H = mask.shape[1], d.config.n_embd, d.config.n_head
+        pos = (mask.long().cumsum(-1) - 1).clamp(min=0)[:, T - t:]          # (B, t): a row starts at 0
+        allowed = mask[:, None, None, :]                                     # (B, 1, 1, T)
+        if t > 1:   # query i (key column T - t + i) may see key columns 0 .. T - t + i
+            allowed = allowed & torch.ones(t, T, dtype=torch.bool, device=ids.device).tril(diagonal=T - t)
+        x = F.embedding(ids, d.wte.weight) + F.embedding(pos, d.wpe.weight)  # (B, t, C)
+        # finfo.min, not -inf, as in the decoder: a left-pad query row sees no key at all
+        bias = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device).masked_fill_(
+            ~allowed, torch.finfo(x.dtype).min)                              # (B, 1, t or 1, T)
+        eps = d.config.layer_norm_eps
+        for layer, block in enumerate(d.h):
+            attn, mlp, ln_1, ln_2 = block.attn, block.mlp, block.ln_1, block.ln_2
+            h = F.layer_norm(x, (C,), ln_1.weight, ln_1.bias, eps)
+            qkv = F.linear(h, attn.c_attn.weight, attn.c_attn.bias)          # (B, t, 3C)
+            q, k, v = qkv.view(B, t, 3, H, C // H).permute(2, 0, 3, 1, 4)    # 3 x (B, H, t, D)
+            k, v = view.append(layer, k, v)                                  # (B, H, T, D)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)      # (B, H, t, D)
+            x = x + F.linear(y.transpose(1, 2).reshape(B, t, C), attn.c_proj.weight, attn.c_proj.bias)
+            h = F.layer_norm(x, (C,), ln_2.weight, ln_2.bias, eps)
+            h = F.gelu(F.linear(h, mlp.c_fc.weight, mlp.c_fc.bias), approximate="tanh")
+            x = x + F.linear(h, mlp.c_proj.weight, mlp.c_proj.bias)          # (B, t, C)
+        last = F.layer_norm(x[:, -1], (C,), d.ln_f.weight, d.ln_f.bias, eps)  # (B, C)
+        return F.linear(last, d.lm_head.weight)                              # (B, V)
 
     def __repr__(self) -> str:
         return f"BatchedDecoder({self.decoder.config})"

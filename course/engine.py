@@ -260,7 +260,7 @@ class Engine:
         """Logits (V,) per request, or the exception that request raised."""
         try:
             logits = self.model.forward_batch([r.ids for r in batch], [r.cache for r in batch])
-            return [logits[i] for i in range(len(batch))]
+            return list(logits)                   # one row (V,) per request
         except Exception as batch_error:
             if len(batch) == 1:
                 return [batch_error]
