@@ -49,6 +49,9 @@ class Case:
     visible: bool = False
     fixture: str | None = None
     hint: str | None = None          # default hint when the probe itself raises
+    # a pytest-judged case (autograder.plugin): judge is None, and `call` = (probe name,
+    # plain args, plain kwargs) tells the sandboxed child which probe of probes.py to run
+    call: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,10 @@ class TestResult:
         return {"lab": self.lab, "name": self.name, "description": self.description,
                 "score": self.score, "max_score": self.max_score,
                 "cases": [asdict(c) for c in self.cases]}
+
+
+class Pending(CaseResult):
+    """A pytest-judged case's observation (in `got`), waiting for autograder.plugin.judge_pending."""
 
 
 # ---------------------------------------------------------------- plain data
@@ -218,7 +225,14 @@ def _short(x: torch.Tensor):
 # ---------------------------------------------------------------- running in-process
 
 def run_case(case: Case, ns: dict) -> CaseResult:
-    """Probe and judge in this process (the nbgrader in-kernel harness, and tests)."""
+    """Probe and judge in this process (the nbgrader in-kernel harness, and tests); a
+    pytest-judged case comes back Pending (run_test judges those)."""
+    probed = probe_case(case, ns)
+    return judge_case(case, probed.got) if type(probed) is Pending else probed
+
+
+def probe_case(case: Case, ns: dict) -> CaseResult:
+    """Run the probe in this process: Pending (the observation in `got`) or the failure."""
     try:
         obs = to_plain(case.probe(ns))
     except Fail as f:  # a probe may fail early, e.g. a function is missing
@@ -240,11 +254,14 @@ def run_case(case: Case, ns: dict) -> CaseResult:
                        hint="Return a value (or raise an exception); never exit the interpreter.")
     except BaseException as e:  # KeyboardInterrupt and friends raised by the student's code
         return _failed(case, f"your code raised {type(e).__name__} while being graded", hint=case.hint)
-    return judge_case(case, obs)
+    return Pending(case.name, 0.0, case.points, False, case.visible, case.fixture, got=obs, hint=case.hint)
 
 
 def judge_case(case: Case, obs: Any) -> CaseResult:
-    """Judge a plain observation (in whichever process holds the expected values)."""
+    """Judge a plain observation (in whichever process holds the expected values). A
+    pytest-judged case (no `judge`) stays Pending: autograder.plugin.judge_pending decides."""
+    if case.judge is None:
+        return Pending(case.name, 0.0, case.points, False, case.visible, case.fixture, got=obs, hint=case.hint)
     try:
         case.judge(obs)
     except Fail as f:
@@ -273,13 +290,16 @@ def run_test(test: Test, ns: dict, *, visible_only: bool = False) -> TestResult:
     result = TestResult(test.lab, test.name, test.description)
     for case in (test.visible_cases() if visible_only else test.cases):
         result.cases.append(run_case(case, ns))
+    if any(type(c) is Pending for c in result.cases):
+        from .plugin import judge_pending
+        judge_pending(test.lab, [result])
     return result
 
 
 # ---------------------------------------------------------------- registry
 
 def labs() -> list[str]:
-    """Labs that have graders (modules autograder/graders/labNN.py)."""
+    """Labs that have graders (modules autograder/graders/labNN.py, or packages labNN/)."""
     from . import graders
     return sorted(m.name for m in pkgutil.iter_modules(graders.__path__) if m.name.startswith("lab"))
 
@@ -289,6 +309,9 @@ def get_tests(lab: str) -> dict[str, Test]:
     if lab not in labs():
         raise ValueError(f"`lab` must be one of {', '.join(labs())}, got {lab!r}.")
     module = importlib.import_module(f"autograder.graders.{lab}")
+    if not hasattr(module, "TESTS"):        # a package of pytest tests (autograder.plugin)
+        from .plugin import collect
+        return dict(collect(lab))
     tests = {t.name: t for t in module.TESTS}
     if len(tests) != len(module.TESTS):
         raise RuntimeError(f"duplicate test names in autograder.graders.{lab}")

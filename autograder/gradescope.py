@@ -41,7 +41,14 @@ NOT_NEEDED = ("jupyterlab", "notebook", "nbgrader", "ipykernel", "nbclient", "nb
 
 def requirements(root: Path | None = None) -> list[str]:
     deps = tomllib.loads((Path(root or ROOT) / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    return [d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() not in NOT_NEEDED]
+    out = [d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() not in NOT_NEEDED]
+    # the graders of a lab in package form are pytest tests (autograder.plugin): pytest judges them
+    dev = tomllib.loads((Path(root or ROOT) / "pyproject.toml").read_text(encoding="utf-8"))["project"].get(
+        "optional-dependencies", {}).get("dev", [])
+    pins = [d for d in dev if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() == "pytest"]
+    if not any(re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() == "pytest" for d in out):
+        out += pins[:1] or ["pytest>=8"]
+    return out
 
 
 def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
@@ -66,6 +73,9 @@ def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
     for sub in ("graders", "reference"):
         for p in sorted((ag / sub).glob("*.py")):
             if not re.fullmatch(r"lab\d\d", p.stem) or p.stem in wanted:
+                add(p)
+        for lab_dir in sorted(ag / sub / name for name in wanted if (ag / sub / name).is_dir()):
+            for p in sorted(lab_dir.glob("*.py")):   # a lab's package of pytest graders
                 add(p)
     for p in sorted((root / "course").rglob("*")):
         if p.is_file() and "nbgrader" not in p.relative_to(root / "course").parts:

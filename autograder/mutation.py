@@ -77,12 +77,12 @@ def _alarm(signum, frame):
 def grade_solution(lab: str, ns: dict) -> str | None:
     """Grade the solution namespace with every hidden case; the first failing case's name,
     or None when it earns full marks."""
-    from .core import get_tests, run_case
+    from .core import get_tests, run_test
 
     for name, test in get_tests(lab).items():
-        for case in test.cases:
-            if not run_case(case, ns).passed:
-                return f"{name}/{case.name}"
+        failed = run_test(test, ns).first_failure()
+        if failed is not None:
+            return f"{name}/{failed.name}"
     return None
 
 

@@ -78,8 +78,13 @@ def test_grader_api_matches_release_stubs(lab):
 @pytest.mark.parametrize("lab", labs())
 def test_every_declared_function_is_graded(lab):
     module = importlib.import_module(f"autograder.graders.{lab}")
-    source = (ROOT / "autograder" / "graders" / f"{lab}.py").read_text(encoding="utf-8")
-    after_api = source.split("API = ", 1)[-1].split("\n}\n", 1)[-1]
+    module_file = ROOT / "autograder" / "graders" / f"{lab}.py"
+    if module_file.is_file():
+        source = module_file.read_text(encoding="utf-8")
+        after_api = source.split("API = ", 1)[-1].split("\n}\n", 1)[-1]
+    else:   # a package of pytest graders: its probes (and the tests naming them) call the student's functions
+        after_api = "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "autograder" / "graders" / lab)
+                                                                           .glob("*.py")) if p.name != "__init__.py")
     for name in getattr(module, "API", {}):
         assert f'"{name}"' in after_api, f"{lab}: no probe calls {name} by name"
     assert get_tests(lab), f"{lab} has no TESTS"

@@ -651,6 +651,8 @@ def _zygote_setup(init: dict) -> dict:
     import course  # noqa: F401
     from autograder import core  # noqa: F401
     grader_module = importlib.import_module(f"autograder.graders.{init['lab']}")
+    if not hasattr(grader_module, "TESTS"):     # package form: the tests stay in the parent, the probes come here
+        importlib.import_module(f"autograder.graders.{init['lab']}.probes")
     try:
         import numpy  # noqa: F401
         import matplotlib
@@ -739,7 +741,7 @@ def _child(ctx, cmd_fd: int, res_fd: int, out_fd: int):
         if req.get("t") != "probe":
             continue
         key = (req.get("test"), req.get("case"))
-        entry = probes.get(key)
+        entry = probes.get(key) if "probe" not in req else _called(probes, req)
         if entry is None:
             send({"t": "answer", "req": req.get("req"), "kind": "fail", "message": f"unknown case {key}"})
             continue
@@ -753,12 +755,46 @@ def _child(ctx, cmd_fd: int, res_fd: int, out_fd: int):
         send(answer)
 
 
+def _probe_functions(module) -> dict:
+    """A package-form lab's probes (autograder.plugin.probes_of): public functions of its
+    probes module whose first parameter is `ns`."""
+    if module is None:
+        return {}
+    out = {}
+    for name, fn in vars(module).items():
+        code = getattr(fn, "__code__", None)
+        if not name.startswith("_") and code is not None and getattr(fn, "__module__", None) == module.__name__ \
+                and code.co_argcount and code.co_varnames[0] == "ns":
+            out[name] = fn
+    return out
+
+
+class _Call:
+    """One pytest-judged case as the probe loop runs it: the named probe with plain arguments."""
+
+    def __init__(self, fn, args, kwargs):
+        self.fn, self.args, self.kwargs, self.hint = fn, args, kwargs, None
+
+    def probe(self, ns):
+        return self.fn(ns, *self.args, **self.kwargs)
+
+
+def _called(probes, req):
+    """(case, restore, helpers) for a request that names a probe, or None when it names none."""
+    fns, restore, helpers = probes[None]
+    fn, args, kwargs = fns.get(req.get("probe")), req.get("args"), req.get("kwargs")
+    if fn is None or type(args) is not list or type(kwargs) is not dict:
+        return None
+    return _Call(fn, args, kwargs), restore, helpers
+
+
 def _child_setup(ctx, init, send):
     import ctypes
     import resource
     zinit = ctx["init"]
     grader_module = ctx["grader"]
-    tests = list(grader_module.TESTS)
+    tests = list(getattr(grader_module, "TESTS", ()))
+    probe_fns = _probe_functions(sys.modules.get(f"{grader_module.__name__}.probes"))
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG: die with the zygote
     libc.prctl(4, 1, 0, 0, 0)                   # dumpable again (our own /proc/self); the zygote is not
@@ -828,6 +864,7 @@ def _child_setup(ctx, init, send):
             _run_cell(cell, ns, send)
     restored = restore()
     probes = {(t.name, c.name): (c, restore, helpers) for t in tests for c in t.cases}
+    probes[None] = (probe_fns, restore, helpers)
     send({"t": "ready", "restored": restored[:20]})
     return ns, probes
 

@@ -34,7 +34,7 @@ from .wire import PROTOCOL, LineReader, encode, send_fds, wait_readable
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN_UNDER_ROOT = ("autograder", "solutions", ".git", "course", "labs")
 HARNESS_MODULES = ("__init__", "__main__", "batch", "cli", "gradescope", "release", "reports", "notebook",
-                   "new_lab", "mutation")
+                   "new_lab", "mutation", "plugin")
 CHILD_SOURCE = Path(__file__).resolve().parent / "child.py"
 
 
@@ -75,6 +75,9 @@ def _trusted_sources(lab: str, root: Path, hidden: list[str]) -> dict:
         p = ag / "graders" / f"{name}.py"
         if p.is_file():
             mods[f"autograder.graders.{name}"] = (p, False)
+        elif (ag / "graders" / name / "__init__.py").is_file():    # package form: its API and probes, no tests
+            mods[f"autograder.graders.{name}"] = (ag / "graders" / name / "__init__.py", True)
+            mods[f"autograder.graders.{name}.probes"] = (ag / "graders" / name / "probes.py", False)
     for name in hidden:
         mods[f"course.{name}"] = (root / "course" / f"{name}.py", False)
     return {k: (p.read_text(encoding="utf-8") if p.is_file() else "", pkg) for k, (p, pkg) in mods.items()}
@@ -425,10 +428,13 @@ class _ChildProcess:
                 self.ready = msg
                 return msg
 
-    def probe(self, test: str, case: str, deadline: float) -> dict:
+    def probe(self, test: str, case: str, deadline: float, call: tuple | None = None) -> dict:
         req = secrets.token_hex(8)
         self.current_cell = None
-        self.send({"t": "probe", "test": test, "case": case, "req": req})
+        msg = {"t": "probe", "test": test, "case": case, "req": req}
+        if call is not None:                  # a pytest-judged case: which probe, with what plain arguments
+            msg.update(probe=call[0], args=list(call[1]), kwargs=dict(call[2]))
+        self.send(msg)
         while True:
             msg = self._next(deadline)
             if msg.get("req") == req and msg.get("t") == "answer":
@@ -553,8 +559,9 @@ def _cell_problem(rep: dict) -> str | None:
         return f"the lab's setup cell `{cid}` failed in the grader ({err})."
     return f"cell `{cid}` raised {err}; definitions before that line were kept."
 def grade_isolated(sub: Submission, runtime: Runtime, *, limits: Limits | None = None,
-                   visible_only: bool = False, slot: int = 0, tests=None) -> Graded:
-    """Grade one prepared submission: children run probes, this process judges."""
+                   visible_only: bool = False, slot: int = 0, tests=None, judge: bool = True) -> Graded:
+    """Grade one prepared submission: children run probes, this process judges (pytest-judged
+    cases all at once at the end; judge=False leaves them core.Pending)."""
     from ..core import TestResult, get_tests
     limits = limits or Limits()
     tests = list((tests or get_tests(sub.lab)).values()) if not isinstance(tests, list) else tests
@@ -650,7 +657,7 @@ def grade_isolated(sub: Submission, runtime: Runtime, *, limits: Limits | None =
                 start = time.monotonic()
                 deadline = min(total_deadline, start + budget)
                 try:
-                    msg = child.probe(t.name, case.name, deadline)
+                    msg = child.probe(t.name, case.name, deadline, case.call)
                     result.cases.append(_from_child(case, msg))
                 except _TimedOut:
                     result.cases.append(_failed(case, f"timed out after {time.monotonic() - start:.0f} s "
@@ -687,6 +694,9 @@ def grade_isolated(sub: Submission, runtime: Runtime, *, limits: Limits | None =
             child.close()
             outputs.append(child.output())
             child.cleanup()
+    if judge:
+        from ..plugin import judge_pending
+        judge_pending(sub.lab, out.tests)
     out.restarts = max(0, starts - 1)
     text = "".join(o for o in outputs if o)
     out.output = text[-limits.output_tail:] if limits.output_tail else ""

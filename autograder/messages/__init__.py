@@ -231,13 +231,19 @@ def hint_files(root: Path | None = None) -> list[Path]:
     """The modules whose hints reach a learner: the graders, checks.py, core.py and the
     isolated harness (which reports a case the way core.py does)."""
     ag = Path(root or ROOT) / "autograder"
-    return [ag / "core.py", ag / "checks.py"] + sorted((ag / "graders").glob("*.py")) + \
+    return [ag / "core.py", ag / "checks.py"] + sorted((ag / "graders").rglob("*.py")) + \
         sorted((ag / "isolation").glob("*.py"))
 
 
 def _placeholder(node) -> str:
     name = re.sub(r"\W+", "_", ast.unparse(node)).strip("_")
     return "{" + (name or "value") + "}"
+
+
+def _pytest_grader(node) -> bool:
+    """True inside a lab's package of pytest graders (autograder/graders/labNN/), where an
+    assert's message and @pytest.mark.cell(description=...) are what a learner reads."""
+    return bool(re.fullmatch(r"lab\d\d", Path(getattr(node, "_path", "")).parent.name))
 
 
 class _Scan:
@@ -321,6 +327,12 @@ class _Scan:
                     for k, v in zip(node.keys, node.values):
                         if isinstance(k, ast.Constant) and isinstance(k.value, str) and HINT_NAME.search(k.value):
                             self.hint(v)
+                elif isinstance(node, ast.Assert) and node.msg is not None and _pytest_grader(node):
+                    self.hint(node.msg)
+                elif isinstance(node, ast.Call) and self._callee(node) == "cell" and _pytest_grader(node):
+                    for k in node.keywords:
+                        if k.arg == "description":
+                            self.hint(k.value)
                 elif isinstance(node, ast.Call) and self._callee(node) in HINT_POSITIONS:
                     i = HINT_POSITIONS[self._callee(node)]
                     if i < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[:i + 1]):
@@ -441,6 +453,7 @@ class _Scan:
         defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
         if name in defaults:
             self.hint(defaults[name])
+        self._parametrized(fn, name)
         fname = getattr(fn, "name", None)
         if fname is None:           # a lambda: its callers are not known by name
             return
@@ -450,12 +463,32 @@ class _Scan:
             # a grader's private helper is called from its own module; core/checks helpers from any
             if getattr(call, "_path", None) != home and Path(home).parent.name == "graders":
                 continue
+            if _pytest_grader(fn) and getattr(call, "_path", None) != home and (
+                    Path(home).name.startswith("test_") or Path(getattr(call, "_path", "")).parent != Path(home).parent):
+                continue     # a test file's helper is called from that file; a package helper from its package
             for k in call.keywords:
                 if k.arg == name:
                     self.hint(k.value)
             if index is not None and index < len(call.args) and not any(
                     isinstance(x, ast.Starred) for x in call.args[:index + 1]):
                 self.hint(call.args[index])
+
+    def _parametrized(self, fn, name):
+        """A pytest test's argument from @pytest.mark.parametrize("a, hint", [rows]): each row's
+        element for `name` (a tuple's, a pytest.param's positional, or what a helper returns)."""
+        for dec in getattr(fn, "decorator_list", []) if _pytest_grader(fn) else []:
+            if not (isinstance(dec, ast.Call) and self._callee(dec) == "parametrize" and len(dec.args) >= 2
+                    and isinstance(dec.args[0], ast.Constant) and isinstance(dec.args[0].value, str)):
+                continue
+            names = [n.strip() for n in dec.args[0].value.split(",")]
+            if name not in names or not isinstance(dec.args[1], (ast.List, ast.Tuple)):
+                continue
+            i = names.index(name)
+            for row in dec.args[1].elts:
+                if isinstance(row, ast.Call) and self._callee(row) == "param" and i < len(row.args):
+                    self.hint(row.args[i])
+                elif isinstance(row, (ast.Tuple, ast.List)) and i < len(row.elts):
+                    self.hint(row.elts[i])
 
     def template(self, node) -> list[str]:
         """The templates an f-string or a + of strings can produce."""

@@ -39,7 +39,8 @@ def _tree_hashes():
     """What lab00 is judged with (other labs' files may change under a shared checkout while
     the batch runs), and every file an attack names as its target (they must never appear)."""
     out = {}
-    files = [ROOT / "autograder" / "graders" / "lab00.py", ROOT / "autograder" / "reference" / "lab00.py",
+    files = sorted((ROOT / "autograder" / "graders" / "lab00").glob("*.py")) + [
+             ROOT / "autograder" / "reference" / "lab00.py",
              ROOT / "autograder" / "core.py", ROOT / "course" / "__init__.py", ROOT / "course" / "fixtures.py"]
     files += sorted((ROOT / "datasets" / "fixtures").glob("*"))
     for p in files:

@@ -29,11 +29,12 @@ def test_bundle_has_what_grading_needs_and_no_solutions(bundle):
     with zipfile.ZipFile(bundle) as z:
         names = set(z.namelist())
         assert {"setup.sh", "run_autograder", "requirements.txt", "lab.json", "autograder/core.py",
-                "autograder/isolation/driver.py", "autograder/isolation/child.py", "autograder/graders/lab00.py", "autograder/reference/lab00.py",
+                "autograder/isolation/driver.py", "autograder/isolation/child.py", "autograder/graders/lab00/probes.py",
+                "autograder/graders/lab00/test_greedy_token.py", "autograder/reference/lab00.py", "autograder/plugin.py",
                 "course/__init__.py", "datasets/fixtures/peaked.json", "labs/lab00/lab00.ipynb"} <= names
         assert not [n for n in names if n.startswith(("solutions/", "autograder/variants/", "autograder/tests/"))]
         assert [n for n in names if n.endswith(".ipynb")] == ["labs/lab00/lab00.ipynb"]
-        assert not [n for n in names if n.startswith("autograder/graders/lab") and n != "autograder/graders/lab00.py"]
+        assert not [n for n in names if n.startswith("autograder/graders/lab") and not n.startswith("autograder/graders/lab00/")]
         for n in names:
             text = z.read(n)
             assert b"### BEGIN SOLUTION" not in text and b"### BEGIN HIDDEN TESTS" not in text, n
@@ -42,6 +43,7 @@ def test_bundle_has_what_grading_needs_and_no_solutions(bundle):
         assert b"AUTOGRADER_ROOT" in z.read("run_autograder") and b"--lab lab00" in z.read("run_autograder")
     reqs = requirements()
     assert any(r.startswith("torch") for r in reqs) and not any(r.startswith("nbgrader") for r in reqs)
+    assert any(r.startswith("pytest") for r in reqs), "pytest judges the graders of a lab in package form"
 
 
 def _standin(tmp_path, bundle, submission: Path | None):

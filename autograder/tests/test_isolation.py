@@ -85,7 +85,8 @@ def test_lab00_isolated_verdicts_equal_in_process_ones(tmp_path):
 
 
 def test_the_child_is_told_only_which_case_to_run(tmp_path, monkeypatch):
-    """The init file holds cells, limits and paths; every request names a test and a case.
+    """The init file holds cells, limits and paths; every request names a test and a case
+    (and, for a lab of pytest graders, the probe and its plain arguments: fixture names).
     Expected values (computed by judges in this process) never appear in either."""
     sent, inits = [], []
     orig_send, orig_init = driver._ChildProcess.send, driver._ChildProcess.init_payload
@@ -105,7 +106,12 @@ def test_the_child_is_told_only_which_case_to_run(tmp_path, monkeypatch):
         g = grade_isolated(prepare(solution("lab00"), "lab00"), rt)
     assert g.score == g.max_score == sum(t.points for t in get_tests("lab00").values())
     requests = [m for m in sent if m.get("t") != "protocol" and "cells" not in m]
-    assert {k for m in requests for k in m} <= {"t", "test", "case", "req"}
+    assert {k for m in requests for k in m} <= {"t", "test", "case", "req", "probe", "args", "kwargs"}
+    calls = {c.name: c.call for t in get_tests("lab00").values() for c in t.cases}
+    for m in requests:
+        if "probe" in m:
+            assert (m["probe"], m["args"], m["kwargs"]) == tuple(calls[m["case"]])
+            assert all(type(a) is str for a in m["args"]), "probe arguments name inputs; they hold no values"
     assert [m["case"] for m in requests if m["t"] == "probe"] == [c.name for t in get_tests("lab00").values()
                                                                   for c in t.cases]
     assert set(inits[0]) == {"protocol", "nonce", "memory", "file_size", "cpu", "cells"}
