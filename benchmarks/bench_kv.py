@@ -9,8 +9,13 @@ it prints tables and writes benchmarks/results/kv.json and kv.png.
    StaticKVCache (one buffer of max_len), at contexts 32 .. 1024, in the same run: each
    repeat times both caches at every context, alternating which goes first, and the
    ratio reported is the median of the per-repeat ratios paged / static.
-2. Utilisation (tokens held / tokens reserved) on a fixed trace of requests: contiguous
-   reservation of max_len per request against paged blocks of 8, 16 and 32.
+2. Utilisation (tokens held / tokens reserved) on a fixed workload of requests, two ways:
+   measured on the pool, by running the workload through course.engine.Engine (the tiny
+   model, every request arriving at once) and sampling after every step the blocks in use
+   (the allocator's count) and the tokens the running requests' caches hold; and, next to
+   it, the arithmetic over the requests' final lengths (what the pool would hold if every
+   request reached its full length at once). Blocks of 8, 16 and 32; a contiguous cache
+   reserving max_len per running request for comparison.
 3. Block-allocator operations per second (allocate + free pairs, share + free).
 """
 from __future__ import annotations
@@ -28,7 +33,9 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from course.batched import EngineConfig, RequestParams  # noqa: E402
 from course.decoder import CourseDecoder  # noqa: E402
+from course.engine import Engine  # noqa: E402
 from course.kv_cache import StaticKVCache  # noqa: E402
 from course.paged_kv import BlockAllocator, KVPool, PagedKVCache, blocks_needed  # noqa: E402
 from course.tiny_model import TINY_MODEL_DIR  # noqa: E402
@@ -90,41 +97,54 @@ def bench_decode(repeats):
     for ctx in CONTEXTS:
         s, p = times[ctx]["static"], times[ctx]["paged"]
         rows.append({"context": ctx, "static_ms": 1e3 * statistics.median(s), "paged_ms": 1e3 * statistics.median(p),
-                     "ratio": statistics.median(pi / si for pi, si in zip(p, s))})
+                     "ratio": statistics.median(pi / si for pi, si in zip(p, s)),
+                     "ratio_min": min(pi / si for pi, si in zip(p, s)), "ratio_max": max(pi / si for pi, si in zip(p, s))})
     assert pool.allocator.num_free == pool.num_blocks
     return rows
 
 
-def bench_utilisation():
-    # A request of p prompt tokens that generates n caches p + n - 1 of them: the last
-    # token is returned, never fed back (course.paged_kv).
-    lengths = [p + n - 1 for p, n in TRACE]
+def arithmetic_utilisation():
+    """Tokens held / tokens reserved if every request of TRACE were at its final length."""
+    lengths = [p + n for p, n in TRACE]
     out = {"contiguous": sum(lengths) / (TRACE_MAX_LEN * len(lengths))}
     for bs in (8, 16, 32):
         out[f"paged_{bs}"] = sum(lengths) / sum(blocks_needed(n, bs) * bs for n in lengths)
-    # Memory over time when the trace runs one step per request per tick, all admitted
-    # at tick 0 (tick 0 is the prefill, tick t the t-th decode, which caches token t of
-    # the output): the peak of blocks held, paged (16) against contiguous.
-    alloc = BlockAllocator(num_blocks=sum(blocks_needed(n, BLOCK) for n in lengths), block_size=BLOCK)
-    held = [alloc.allocate(blocks_needed(p, BLOCK)) for p, _ in TRACE]
-    timeline = []
-    for t in range(max(n for _, n in TRACE) + 1):
-        tokens = 0
-        for i, (p, n) in enumerate(TRACE):
-            if held[i] is None:
-                continue
-            if t >= n:
-                alloc.free(held[i])
-                held[i] = None
-                continue
-            length = p + t
-            held[i] += alloc.allocate(blocks_needed(length, BLOCK) - len(held[i]))
-            tokens += length
-        live = sum(h is not None for h in held)
-        timeline.append({"tick": t, "tokens": tokens, "paged": alloc.num_used * BLOCK,
-                         "contiguous": live * TRACE_MAX_LEN})
-    assert alloc.num_free == alloc.num_blocks
-    return out, timeline
+    return out
+
+
+def measure_on_pool(block_sizes=(8, 16, 32)):
+    """Run TRACE through the engine and sample the pool after every step: blocks in use
+    against tokens held. Returns ({name: utilisation}, {name: timeline})."""
+    decoder = CourseDecoder.from_pretrained(TINY_MODEL_DIR, device="cpu")
+    gen = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(1, decoder.config.vocab_size, (p,), generator=gen).tolist() for p, _ in TRACE]
+    util, timelines = {}, {}
+    for bs in block_sizes:
+        blocks = sum(blocks_needed(p + n, bs) for p, n in TRACE) + 1     # room for all: no preemption
+        engine = Engine(decoder, None, EngineConfig(num_blocks=blocks, block_size=bs, max_batch=len(TRACE),
+                                                    max_waiting=len(TRACE)))
+        for ids, (_, n) in zip(prompts, TRACE):
+            engine.add_request(ids, RequestParams(temperature=0, max_tokens=n, ignore_eos=True))
+        timeline = []
+        while engine.has_unfinished():
+            engine.step()
+            held = sum(r.cache.length for r in engine.running)            # tokens whose K/V the pool holds
+            timeline.append({"step": engine.steps, "tokens": held, "running": len(engine.running),
+                             "blocks_in_use": engine.pool.allocator.num_used})
+        assert engine.pool.allocator.num_used == 0, "blocks left in use after every request ended"
+        live = [p for p in timeline if p["blocks_in_use"]]
+        tokens = sum(p["tokens"] for p in live)
+        util[f"paged_{bs}"] = {
+            # over every step: tokens held / tokens the blocks in use could hold
+            "token_weighted": tokens / sum(p["blocks_in_use"] * bs for p in live),
+            "per_step": {k: v for k, v in zip(("median", "min"), (
+                statistics.median(p["tokens"] / (p["blocks_in_use"] * bs) for p in live),
+                min(p["tokens"] / (p["blocks_in_use"] * bs) for p in live)))},
+            "peak_blocks": engine.pool.allocator.high_water, "steps": len(timeline)}
+        if bs == BLOCK:
+            util["contiguous"] = {"token_weighted": tokens / sum(p["running"] * TRACE_MAX_LEN for p in live)}
+        timelines[bs] = timeline
+    return util, timelines
 
 
 def bench_allocator(n_ops):
@@ -153,22 +173,29 @@ def plot(rows, util, timeline, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(14, 3.6))
+    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(15, 3.8))
     ctx = [r["context"] for r in rows]
     left.plot(ctx, [r["static_ms"] for r in rows], "s-", label="StaticKVCache")
     left.plot(ctx, [r["paged_ms"] for r in rows], "o-", label=f"PagedKVCache (blocks of {BLOCK})")
     left.set_xscale("log", base=2); left.set_xlabel("context (tokens)"); left.set_ylabel("ms per decode step")
     left.set_title("decode step, tiny model, 1 thread"); left.legend(fontsize=8)
-    names = list(util)
-    mid.bar(names, [100 * util[n] for n in names], color=["tab:red"] + ["tab:blue"] * (len(names) - 1))
-    mid.set_ylabel("% of reserved KV memory holding tokens"); mid.set_title("utilisation on the fixed trace")
-    mid.set_ylim(0, 100)
-    ticks = [p["tick"] for p in timeline]
-    right.plot(ticks, [p["contiguous"] for p in timeline], color="tab:red", label=f"contiguous ({TRACE_MAX_LEN})")
-    right.plot(ticks, [p["paged"] for p in timeline], color="tab:blue", label=f"paged ({BLOCK})")
+    names = list(util["arithmetic"])
+    x = range(len(names))
+    mid.bar([i - 0.2 for i in x], [100 * util["arithmetic"][n] for n in names], 0.4, color="tab:gray",
+            label="arithmetic (final lengths)")
+    mid.bar([i + 0.2 for i in x], [100 * util["measured"][n]["token_weighted"] for n in names], 0.4,
+            color="tab:blue", label="measured on the pool, every step")
+    mid.set_xticks(list(x), names)
+    mid.set_ylabel("% of reserved KV memory holding tokens"); mid.set_title("utilisation on the fixed workload")
+    mid.set_ylim(0, 100); mid.legend(fontsize=7, loc="lower right")
+    ticks = [p["step"] for p in timeline]
+    right.plot(ticks, [p["running"] * TRACE_MAX_LEN for p in timeline], color="tab:red",
+               label=f"contiguous ({TRACE_MAX_LEN} per request)")
+    right.plot(ticks, [p["blocks_in_use"] * BLOCK for p in timeline], color="tab:blue",
+               label=f"paged blocks in use ({BLOCK})")
     right.plot(ticks, [p["tokens"] for p in timeline], "k--", label="tokens held")
-    right.set_xlabel("decode step"); right.set_ylabel("KV memory (tokens)"); right.set_title("memory over the trace")
-    right.legend(fontsize=8)
+    right.set_xlabel("engine step"); right.set_ylabel("KV memory (tokens)")
+    right.set_yscale("log"); right.set_title("the pool over the workload (measured)"); right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -183,30 +210,42 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
 
+    load = [os.getloadavg()[0]]
     rows = bench_decode(args.repeats)
-    util, timeline = bench_utilisation()
+    load.append(os.getloadavg()[0])
+    arithmetic = arithmetic_utilisation()
+    measured, timelines = measure_on_pool()
+    util = {"arithmetic": arithmetic, "measured": measured}
+    timeline = timelines[BLOCK]
     ops = bench_allocator(args.allocator_ops)
 
     print(f"Per-token decode, tiny model, batch 1, {args.threads} thread(s), median of {args.repeats} repeats")
-    print(f"{'context':>8} {'static ms':>10} {'paged ms':>9} {'paged/static':>13}")
+    print(f"{'context':>8} {'static ms':>10} {'paged ms':>9} {'paged/static':>13} (median of the ratios within a "
+          "repeat [min-max])")
     for r in rows:
-        print(f"{r['context']:>8} {r['static_ms']:>10.3f} {r['paged_ms']:>9.3f} {r['ratio']:>13.2f}")
-    print(f"\nUtilisation on the fixed trace ({len(TRACE)} requests, tokens held / tokens reserved)")
-    for name, value in util.items():
-        print(f"{name:>12}: {100 * value:5.1f}%")
-    peak = max(timeline, key=lambda p: p["contiguous"])
-    print(f"peak reserved: contiguous {peak['contiguous']} tokens, paged "
-          f"{max(p['paged'] for p in timeline)} tokens (tokens held at most {max(p['tokens'] for p in timeline)})")
+        print(f"{r['context']:>8} {r['static_ms']:>10.3f} {r['paged_ms']:>9.3f} {r['ratio']:>13.2f} "
+              f"[{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]")
+    print(f"\nUtilisation on the fixed workload ({len(TRACE)} requests, tokens held / tokens reserved)")
+    print(f"{'':>12} {'measured on the pool':>21} {'per step: median, min':>22} {'arithmetic':>11}")
+    for name in arithmetic:
+        m = measured[name]
+        per = m.get("per_step")
+        per = f"{100 * per['median']:.1f}% {100 * per['min']:.1f}%" if per else ""
+        print(f"{name:>12} {100 * m['token_weighted']:20.1f}% {per:>22} {100 * arithmetic[name]:10.1f}%")
+    print(f"peak blocks in use (blocks of {BLOCK}): {measured[f'paged_{BLOCK}']['peak_blocks']}, "
+          f"tokens held at most {max(p['tokens'] for p in timeline)}")
     print("\nBlock allocator (pure Python)")
     for name, value in ops.items():
         print(f"{name:>24}: {value / 1e6:.2f} M ops/s")
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    load.append(os.getloadavg()[0])
     record = {"machine": {"platform": platform.platform(), "python": platform.python_version(),
                           "torch": torch.__version__, "cpus": os.cpu_count(), "threads": args.threads},
+              "load_average_1min": {"start": load[0], "after_decode": load[1], "end": load[2]},
               "repeats": args.repeats, "block_size": BLOCK, "decode": rows, "utilisation": util,
-              "trace": TRACE, "trace_max_len": TRACE_MAX_LEN, "timeline": timeline, "allocator_ops_per_s": ops}
+              "trace": TRACE, "trace_max_len": TRACE_MAX_LEN, "timeline_measured": timeline, "allocator_ops_per_s": ops}
     (out / "kv.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     plot(rows, util, timeline, out / "kv.png")
     print(f"\nwrote {out / 'kv.json'} and {out / 'kv.png'}")
