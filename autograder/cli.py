@@ -63,8 +63,16 @@ def _add_limits(p):
                         "students' work or the reference); without it the grader refuses")
 
 
+def _labs() -> list[str]:
+    """core.labs() without importing core (and torch): `check` prints its header first."""
+    import pkgutil
+
+    from . import graders
+    return sorted(m.name for m in pkgutil.iter_modules(graders.__path__) if m.name.startswith("lab"))
+
+
 def _lab_of(path: str, given: str | None) -> str:
-    from .core import labs
+    labs = _labs
     if given:
         lab = given
     else:
@@ -115,11 +123,10 @@ def cmd_check(args) -> int:
     limits = _limits(args)
     # the report's language: --lang, else the notebook's edition (metadata "language"), else English
     lang = messages.language(args.lang or messages.notebook_language(args.notebook) or "en")
-    from . import reports
-    from .isolation import Runtime, Sandbox, grade_isolated, prepare
     started = time.monotonic()
     with heartbeat(messages.text("check.checking", lang, notebook=args.notebook, lab=lab,
                                  estimate=estimate(lab, lang))):
+        from .isolation import Runtime, Sandbox, grade_isolated, prepare
         box = Sandbox.detect(args.sandbox)
         if box.weak:   # a self-check earns no credit: it runs anyway, and says so
             print(f"note: no OS sandbox ({box.reason}); fine for a self-check, not for grading.", file=sys.stderr)
@@ -130,6 +137,7 @@ def cmd_check(args) -> int:
             except OSError:                        # reads the notebook and loads the judges' model
                 pass                               # (grade_isolated starts it again and reports why not)
             sub = prepare(args.notebook, lab)
+            from . import reports                  # the judges' side: torch, the grader modules
             if warming is not None:
                 warming.join()
             graded = grade_isolated(sub, rt, limits=limits, visible_only=True)

@@ -76,3 +76,9 @@ def test_check_prints_its_header_first_and_passes_a_lab_that_runs_the_model(tmp_
     assert header.startswith("Checking ") and messages.text("check.estimate_first", "en") in header, p.stderr[:500]
     assert "lab04: 8/8 visible checks passed" in p.stdout
     assert (tmp_path / "logit-to-first-token" / "check-seconds.json").is_file()
+
+
+def test_the_command_line_lists_the_labs_the_core_does():
+    from autograder.cli import _labs
+    from autograder.core import labs
+    assert _labs() == labs()
