@@ -45,7 +45,8 @@ run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
   | model raises or NaN at every step: error, raw     | model_raises_at_every_step, nan_logits_at_every_step  |
   |   output kept, blocks released                    |                                                       |
   | on_token's exception propagates, blocks released  | callback_exception_propagates_and_releases            |
-  | refused before any model call                     | refuses_impossible_before_prefill                     |
+  | refused before any model call (also one block     | refuses_impossible_before_prefill                     |
+  |   over the pool: 5 + 13 - 1 tokens in 8 blocks of 2)|                                                       |
   | refusal counts prompt + max_tokens - 1 tokens     | runs_when_it_needs_exactly_the_pool                   |
   | no growth after 100 failing requests              | no_growth_after_100_failing_requests                  |
 serve_all(decoder, pool, requests, *, eos_token_id=None)
@@ -882,7 +883,7 @@ RUNNER = Test(LAB, "run_request_releases_on_every_ending",
                  [(None, {"max_tokens": 7, "on_token": _OnToken(k)}) for k in (0, 3)],
                  "An exception from the caller's own on_token is theirs: let it propagate, but release the "
                  "cache first (try/finally).", points=2),
-    _runner_case("refuses_impossible_before_prefill", [(None, {"max_tokens": 40})],
+    _runner_case("refuses_impossible_before_prefill", [(None, {"max_tokens": 40}), (None, {"max_tokens": 13})],
                  "Compare blocks_needed(prompt + max_tokens - 1) with the pool's num_blocks BEFORE any model call; "
                  "return finish_reason error with a message, no tokens.", pool_blocks=8,
                  keys=("tokens", "finish_reason")),
@@ -995,7 +996,7 @@ PRESSURE = Test(LAB, "memory_pressure_preempts_newest",
     _serve_case("everything_fits", REQUESTS_FIT, 64, 2, _PREEMPT_HINT, visible=True),
     _serve_case("preempts_the_newest_and_recomputes", REQUESTS_FIT, 9, 2, _PREEMPT_HINT, points=3),
     _serve_case("refuses_impossible_before_any_model_call",
-                [{"prompt": [9, 9, 9, 9, 9, 9, 9, 9], "max_tokens": 30}] + REQUESTS_FIT[:2], 12, 2,
+                [{"prompt": [9, 9, 9, 9, 9, 9, 9, 9], "max_tokens": 18}] + REQUESTS_FIT[:2], 12, 2,
                 "Check every request against the WHOLE pool first (blocks_needed(prompt + max_tokens - 1) > "
                 "num_blocks): refuse it at once, before any prefill.", points=2),
     _serve_case("runs_a_request_that_needs_exactly_the_pool",
