@@ -25,6 +25,9 @@ own cache and hands back every row's keys/values, right-aligned in one padded te
 When every row is a PagedKVCache on one pool (the engine's case), _PagedBatchView does
 the same with one indexed store and one indexed gather per layer for the whole batch
 instead of a loop over rows. The decoder never knows the rows live in different blocks.
+For a plain CourseDecoder in that case, BatchedDecoder._run_paged runs the decoder's own
+weights through the same network in fewer tensor ops (at the tiny model's size a step's
+time is mostly the number of ops): course/decoder.py stays the one to read.
 
     batch view, 3 rows, width T = 6 (p = pad, c = cached, n = new):
         row 0  p p p c c n        decode: 2 cached + 1 new

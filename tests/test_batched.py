@@ -189,3 +189,45 @@ def test_any_course_cache_works_through_the_generic_view(decoder, prompts):
     a, b = model.forward_batch(nxt, growing), model.forward_batch(nxt, paged)
     assert a.argmax(-1).tolist() == b.argmax(-1).tolist()
     assert [c.length for c in growing] == [c.length for c in paged] == [len(r) for r in nxt]
+
+
+def test_fast_paged_path_computes_what_the_decoder_computes(decoder, prompts):
+    """BatchedDecoder._run_paged (a plain CourseDecoder on one pool) against the decoder's
+    own _run through the same paged view: a mixed batch of prefills, a decode and a
+    recompute gives the same next tokens, logits within ATOL, and the same pool contents."""
+    from course.batched import _PagedBatchView
+    model = BatchedDecoder(decoder)
+    fast_pool, slow_pool = model.new_pool(60, 4), model.new_pool(60, 4)
+    fast = [PagedKVCache(fast_pool) for _ in range(3)]
+    slow = [PagedKVCache(slow_pool) for _ in range(3)]
+    for c in (fast[0], slow[0]):                     # row 0 has a cached prompt: it decodes
+        model.forward_batch([prompts[0]], [c])
+    rows = [prompts[0] + [7], prompts[1], prompts[4] + [3, 9]]
+    got = model.forward_batch(rows, fast)
+
+    past = [c.length for c in slow]
+    n_new = [len(r) - p for r, p in zip(rows, past)]
+    t, width = max(n_new), max(len(r) for r in rows)
+    ids = torch.tensor([[0] * (t - n) + r[p:] for r, p, n in zip(rows, past, n_new)])
+    mask = torch.arange(width) >= (width - torch.tensor([len(r) for r in rows]))[:, None]
+    view = _PagedBatchView(slow, past, n_new, width, t)
+    want = decoder._run(ids, view, mask)[:, -1]
+    assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
+    assert (got - want).abs().max().item() < ATOL
+    assert [c.block_table for c in fast] == [c.block_table for c in slow]
+    assert (fast_pool.k - slow_pool.k).abs().max().item() < ATOL
+    assert (fast_pool.v - slow_pool.v).abs().max().item() < ATOL
+
+
+def test_a_subclassed_decoder_takes_the_generic_path(decoder, prompts):
+    """Only a plain CourseDecoder gets the fast path: a subclass may change the network."""
+    class Doubled(CourseDecoder):
+        def _run(self, ids, kv, mask):
+            return 2 * super()._run(ids, kv, mask)
+    twin = Doubled(decoder.config)
+    twin.load_state_dict(decoder.state_dict())
+    a, b = BatchedDecoder(decoder), BatchedDecoder(twin)
+    pa, pb = a.new_pool(20, 4), b.new_pool(20, 4)
+    la = a.forward_batch([prompts[2]], [PagedKVCache(pa)])
+    lb = b.forward_batch([prompts[2]], [PagedKVCache(pb)])
+    assert (lb - 2 * la).abs().max().item() < 2 * ATOL
