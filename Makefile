@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 LABS := $(notdir $(wildcard solutions/lab[0-9][0-9]))
 LAB ?=
 
-.PHONY: help setup lab instructor e2e test test-fast docs new-lab mutation release fixtures model bench grade gradescope clean-grading serve
+.PHONY: help setup lab instructor hub e2e test test-fast docs new-lab mutation release fixtures model bench grade gradescope clean-grading serve
 
 help:  ## list the commands
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -31,6 +31,22 @@ lab: $(STAMP)  ## copy new labs into work/ (never overwrites) and open JupyterLa
 instructor: $(STAMP)  ## open JupyterLab on the course root with nbgrader's formgrader
 	$(PY) -m course.lab_server --instructor
 
+HUB_STAMP := $(VENV)/.hub-installed
+ROSTER ?= hub/roster.csv
+
+# JupyterHub and its culler and LTI login (the `hub` extra), and the proxy from npm into hub/node_modules.
+$(HUB_STAMP): $(STAMP) pyproject.toml hub/package-lock.json
+	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	  else echo "the hub's proxy needs Node.js and npm: sudo apt-get install nodejs npm"; exit 1; fi; }
+	$(PY) -m pip install --quiet -e '.[hub]'
+	npm ci --prefix hub --no-audit --no-fund --loglevel=error
+	@touch $@
+
+hub: $(HUB_STAMP)  ## as root: JupyterHub for a class from ROSTER (hub/roster.csv): PAM or LTI 1.3 login, nbgrader exchange, idle culler (hub/README.md)
+	@test "$$(id -u)" = 0 || { echo "make hub runs as root: it makes the roster's users and starts their servers as them (sudo make hub)"; exit 1; }
+	$(PY) hub/roster.py apply $(ROSTER)
+	LTFT_HUB_ROSTER=$(abspath $(ROSTER)) $(PY) -m jupyterhub -f hub/jupyterhub_config.py
+
 test: $(STAMP)  ## run the test suite (two workers, one torch thread each; a test file stays on one worker)
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
 
@@ -47,10 +63,10 @@ new-lab: $(STAMP)  ## scaffold every file of a new lab: make new-lab LAB=lab05 T
 mutation: $(STAMP)  ## mutation score of the graders per lab (mutmut over autograder/reference): make mutation [LAB=lab04]
 	$(PY) -m autograder.mutation $(or $(LAB),$(LABS))
 
-e2e: $(STAMP)  ## end to end: real nbgrader over every lab and edition, then JupyterLab in headless Chromium (installs chromium, a CJK font as root)
-	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null || ! fc-list :lang=zh 2>/dev/null | grep -q .; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-noto-cjk; \
-	  else echo "e2e needs chromium, chromium-driver and a CJK font: sudo apt-get install chromium chromium-driver fonts-noto-cjk"; exit 1; fi; fi
+e2e: $(STAMP) $(HUB_STAMP)  ## end to end: real nbgrader over every lab and edition, JupyterLab in headless Chromium, a class on JupyterHub (installs chromium, a CJK font, acl as root)
+	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null || ! fc-list :lang=zh 2>/dev/null | grep -q . || ! command -v setfacl >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-noto-cjk acl; \
+	  else echo "e2e needs chromium, chromium-driver, a CJK font and acl: sudo apt-get install chromium chromium-driver fonts-noto-cjk acl"; exit 1; fi; fi
 	$(PY) -m pytest e2e -p no:cacheprovider
 
 release: $(STAMP)  ## regenerate labs/ (student release) from solutions/ with nbgrader
