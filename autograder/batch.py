@@ -234,7 +234,8 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
     student's feedback in that language instead, rewriting it from the record for students
     who are up to date (no regrading). The record and the points are the same either way."""
     t0 = time.monotonic()
-    box = Sandbox.detect(sandbox)
+    box = Sandbox.detect(sandbox)        # the one decision (isolation.sandbox.choose_tier), once per batch
+    print(box.line(), file=sys.stderr)
     box.require(allow_weak)
     key = record_key()
     out = Path(out)

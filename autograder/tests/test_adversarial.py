@@ -271,6 +271,7 @@ def test_the_grader_refuses_weak_isolation_unless_allowed(tmp_path, monkeypatch)
     from autograder.batch import Entry, grade_batch
     from autograder.isolation import WeakIsolation
     monkeypatch.setenv("AUTOGRADER_BWRAP", str(tmp_path / "missing-bwrap"))
+    monkeypatch.setenv("AUTOGRADER_CONTAINER_TIER", "off")   # no fallback tier either (as root it would run)
     nb = adversarial.build(tmp_path / "subs")["honest"]
     with pytest.raises(WeakIsolation, match="--allow-weak-isolation"):
         grade_batch([Entry("h", nb)], "lab00", tmp_path / "out", workers=1, progress=False)

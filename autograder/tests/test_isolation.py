@@ -156,6 +156,7 @@ def test_sandbox_modes(monkeypatch):
         py.require(allow_weak=False)
     py.require(allow_weak=True)
     monkeypatch.setenv("AUTOGRADER_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.setenv("AUTOGRADER_CONTAINER_TIER", "off")   # no fallback tier either (as root it would run)
     missing = Sandbox.detect("auto")
     assert missing.weak and "bubblewrap" in missing.reason
     with pytest.raises(ValueError, match="`sandbox` must be"):
