@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -59,6 +60,17 @@ def is_package_lab(lab: str) -> bool:
     return (GRADERS / lab / "__init__.py").is_file()
 
 
+_PROBES: dict[str, dict] = {}
+_FILES: dict[str, dict[str, set]] = {}       # lab -> grade id -> the test files holding its cases
+
+
+def _lab_probes(lab: str) -> dict:
+    if lab not in _PROBES:
+        import importlib
+        _PROBES[lab] = probes_of(importlib.import_module(f"autograder.graders.{lab}.probes"))
+    return _PROBES[lab]
+
+
 def probes_of(module) -> dict:
     """The probes of a lab's probes module: its own public functions whose first parameter is `ns`."""
     out = {}
@@ -74,7 +86,7 @@ def probes_of(module) -> dict:
 # ---------------------------------------------------------------- what an item says about itself
 
 def _lab_of(item) -> str | None:
-    parts = Path(str(item.path)).resolve().parts
+    parts = Path(str(item.path)).parts
     if "graders" in parts:
         i = len(parts) - 1 - parts[::-1].index("graders")
         if i + 1 < len(parts) and parts[i + 1].startswith("lab"):
@@ -125,8 +137,7 @@ def describe_item(item) -> tuple[str, Case] | str:
     mark = _probe(item)
     if mark is None or not mark.args:
         return f"{where}: no @pytest.mark.probe(\"probe_name\", *args)"
-    import importlib
-    probes = probes_of(importlib.import_module(f"autograder.graders.{lab}.probes"))
+    probes = _lab_probes(lab)
     name, args, kwargs = mark.args[0], list(mark.args[1:]), dict(mark.kwargs)
     if name not in probes:
         return f"{where}: {name!r} is not a probe of autograder/graders/{lab}/probes.py"
@@ -155,6 +166,7 @@ class GraderSession:
         self.cases: dict[str, Case] = {}
         self.results: dict[tuple[str, str], CaseResult] = {}
         self.problems: list[str] = []
+        self.files: dict[str, dict[str, set]] = {}
         self._compared = None
 
     def pytest_configure(self, config):
@@ -180,6 +192,7 @@ class GraderSession:
             tests[grade_id] = Test(test.lab, test.name, test.description or str(cell.get("description", "")),
                                    test.cases + (case,))
             self.keys[item.nodeid] = (grade_id, case.name)
+            self.files.setdefault(lab, {}).setdefault(grade_id, set()).add(str(item.path))
             self.cases[item.nodeid] = case
             if self.observations is None or (grade_id, case.name) in self.observations:
                 keep.append(item)
@@ -268,15 +281,32 @@ def _shown(v):
 
 # ---------------------------------------------------------------- running pytest
 
-def _args(lab: str, *extra) -> list[str]:
-    return [str(GRADERS / lab), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-p", "no:faulthandler",
-            "--noconftest", "--capture=no", "-o", "addopts=", "-o", "python_files=test_*.py",
-            "--rootdir", str(ROOT), "-W", "ignore::pytest.PytestAssertRewriteWarning", *extra]
+# pytest's own plugins a judging run does without: each costs start-up time (unraisableexception
+# runs gc.collect() twice per session, a second with torch loaded) or touches the process
+# (logging handlers, faulthandler's stderr, the cache folder) in a learner's kernel
+_OFF = ("cacheprovider", "terminal", "faulthandler", "unraisableexception", "threadexception", "logging",
+        "junitxml", "pastebin", "doctest", "stepwise", "tmpdir", "monkeypatch", "recwarn", "legacypath",
+        "setuponly", "setupplan", "debugging", "nose", "randomly")
 
 
-def _main(lab: str, session: GraderSession, *extra) -> None:
+def _args(lab: str, *extra, files=None) -> list[str]:
+    off = [a for name in _OFF for a in ("-p", f"no:{name}")]
+    return [*(sorted(files) if files else [str(GRADERS / lab)]), *off, "--noconftest", "--capture=no", "-o", "addopts=",
+            "-o", "python_files=test_*.py", "--rootdir", str(ROOT), "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            *extra]
+
+
+def _main(lab: str, session: GraderSession, *extra, files=None) -> None:
     with _LOCK:
-        code = pytest.main(_args(lab, *extra), plugins=[session])
+        autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"     # no third-party plugins (xdist, hypothesis, ...)
+        try:
+            code = pytest.main(_args(lab, *extra, files=files), plugins=[session])
+        finally:
+            if autoload is None:
+                os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+            else:
+                os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
     if session.problems:
         raise RuntimeError("grader tests that cannot be collected:\n  " + "\n  ".join(session.problems))
     if int(code) not in (0, 1, 5):
@@ -289,6 +319,7 @@ def collect(lab: str) -> dict[str, Test]:
         session = GraderSession()
         _main(lab, session, "--collect-only")
         tests = session.tests.get(lab, {})
+        _FILES[lab] = session.files.get(lab, {})
         order = _cell_order(lab)
         _TESTS[lab] = dict(sorted(tests.items(), key=lambda kv: order.get(kv[0], len(order))))
     return _TESTS[lab]
@@ -312,7 +343,10 @@ def judge_pending(lab: str, results: list) -> None:
     if not observations:
         return
     session = GraderSession(observations)
-    _main(lab, session)
+    collect(lab)
+    cells = {name for name, _ in observations}
+    files = set().union(*(_FILES[lab].get(name, set()) for name in cells)) if cells <= set(_FILES[lab]) else None
+    _main(lab, session, files=files)   # only the files that hold these cells: a check of one cell stays quick
     for r in results:
         for i, c in enumerate(r.cases):
             if type(c) is Pending:

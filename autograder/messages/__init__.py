@@ -489,6 +489,13 @@ class _Scan:
                     self.hint(row.args[i])
                 elif isinstance(row, (ast.Tuple, ast.List)) and i < len(row.elts):
                     self.hint(row.elts[i])
+                elif isinstance(row, ast.Call):       # a helper case(name, *values, ...) -> pytest.param(*values)
+                    for helper in self.funcs.get(self._callee(row) or "", []):
+                        if getattr(helper, "_path", None) == getattr(fn, "_path", None) or \
+                                Path(getattr(helper, "_path", "")).parent == Path(getattr(fn, "_path", "")).parent:
+                            k = len(helper.args.posonlyargs + helper.args.args)
+                            if helper.args.vararg is not None and k + i < len(row.args):
+                                self.hint(row.args[k + i])
 
     def template(self, node) -> list[str]:
         """The templates an f-string or a + of strings can produce."""
