@@ -11,8 +11,10 @@ autograder/variants/, autograder/tests/ or any notebook but the release.
 
 In the container run_autograder calls `python -m autograder gradescope-run --lab LAB`:
 it finds the notebook in $AUTOGRADER_ROOT/submission (default /autograder), grades it like
-`grade` does (each child in the bubblewrap sandbox, which shows it none of /autograder) and
-writes $AUTOGRADER_ROOT/results/results.json. Without the sandbox it refuses unless
+`grade` does (each child in the OS sandbox, which shows it none of /autograder: bubblewrap,
+or in Gradescope's container, which refuses namespaces, the container tier of
+isolation/container.py, whose tree setup.sh builds at image build time) and writes
+$AUTOGRADER_ROOT/results/results.json. Without either it refuses unless
 `--allow-weak-isolation` is given.
 Set AUTOGRADER_PYTHON to use another interpreter than the one setup.sh installs (tests do).
 """
