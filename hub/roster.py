@@ -19,7 +19,8 @@ same file (it ignores the role column).
   the repository's solutions/ and keeps release/, submitted/, autograded/, feedback/,
   grades/ and gradebook.db there;
 - nbgrader's exchange (LTFT_EXCHANGE, default /srv/nbgrader/exchange): world-writable
-  with the sticky bit, as nbgrader needs;
+  with the sticky bit, as nbgrader needs, and in it the course's folder, owned by the
+  instructors' group (setgid), so every instructor can release, collect and return feedback;
 - every student in the course's gradebook (names and email for `nbgrader export`).
 It removes nothing: someone dropped from the roster can no longer log in (the hub reads
 the roster when it starts), but their user, home folder and grades stay.
@@ -259,6 +260,14 @@ def apply(roster: Roster, place: Place, *, home_base: str | None = None, dry_run
     if not exchange.is_dir() or (exchange.stat().st_mode & 0o7777) != 0o1777:
         act(f"exchange {exchange} (mode 1777)", lambda: exchange.mkdir(parents=True, exist_ok=True),
             lambda: os.chmod(exchange, 0o1777))
+    # The course's own folder in the exchange belongs to the instructors' group (setgid), so
+    # the outbound, inbound and feedback folders whichever instructor releases first makes
+    # there stay writable by the others (nbgrader's groupshared).
+    shared = exchange / COURSE_ID
+    if not shared.is_dir() or (not dry_run and ((shared.stat().st_mode & 0o7777) != 0o2775
+                                                or shared.stat().st_gid != gid)):
+        act(f"{shared}: group {place.group}, mode 2775", lambda: shared.mkdir(parents=True, exist_ok=True),
+            lambda: os.chown(shared, 0, gid), lambda: os.chmod(shared, 0o2775))
 
     if roster.students:
         added = [] if dry_run else _gradebook_students(roster, place, gid)
