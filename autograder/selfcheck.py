@@ -10,9 +10,10 @@ start the slow parts early and side by side.
     warm = warm_up(lab, runtime)            # before runtime.zygote(0); warm.join() before grading
 
 Where a check's time goes (a solved lab05 on 2 cores): the sandboxed zygote imports torch,
-the course and the lab's setup cells (about 3 s), and the probes and the judges of the labs
-that run the shipped tiny model each import transformers and load it (about 2 s on each
-side, one after the other, because the parent judges a case before it sends the next).
+the course and the lab's setup cells (about 3 s), and where the visible cases run the
+shipped tiny model (lab04, lab05), the probe and the judge each import transformers and
+load it (about 2 s on each side, one after the other: the parent judges a case before it
+sends the next).
 `warm_up` loads the model once in the zygote, before any child is forked, so every child
 inherits it (it is the shipped model, the same for every student; no student code has run
 yet), and once in the parent on a thread while the zygote starts.
@@ -163,15 +164,24 @@ def loads_shipped_model(lab: str, root: Path | None = None) -> bool:
     return any("shipped_model" in p.read_text(encoding="utf-8") for p in files if p.is_file())
 
 
-def warm_up(lab: str, runtime) -> threading.Thread | None:
-    """Before `runtime.zygote(0)` starts the sandbox: when the lab's graders use the shipped
+# The labs whose VISIBLE cases run the shipped model (tests/test_selfcheck_startup.py runs
+# every lab's visible cases on its solution to keep this true). Warming it for a check of
+# another lab only costs time: lab07's graders use it in hidden cases alone, and warming it
+# there took a check from 3.6 to 8.5 CPU-seconds.
+VISIBLE_CASES_USE_MODEL = frozenset({"lab04", "lab05"})
+
+
+def warm_up(lab: str, runtime, *, visible_only: bool = True) -> threading.Thread | None:
+    """Before `runtime.zygote(0)` starts the sandbox: when the cases to run use the shipped
     model, have the zygote load it with the lab's setup cells and start loading the parent's
     copy (for the judges) on a thread. Returns that thread (join it before grading), or None."""
-    if not loads_shipped_model(lab):
+    needed = lab in VISIBLE_CASES_USE_MODEL if visible_only else loads_shipped_model(lab)
+    if not needed:
         return None
     from . import checks
     if WARM_MODEL_CELL not in runtime.warm_cells:
         runtime.warm_cells = [*runtime.warm_cells, WARM_MODEL_CELL]
+
     def load():
         try:
             checks.shipped_model()

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from autograder import messages
-from autograder.selfcheck import (WARM_MODEL_CELL, estimate, last_seconds, loads_shipped_model, remember_seconds,
-                                  seconds_file, warm_up)
+from autograder.selfcheck import (VISIBLE_CASES_USE_MODEL, WARM_MODEL_CELL, estimate, last_seconds,
+                                  loads_shipped_model, remember_seconds, seconds_file, warm_up)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,9 +38,37 @@ def test_warm_up_adds_one_trusted_cell_and_loads_the_parents_copy():
     assert shipped_model.cache_info().currsize == 1, "the judges' copy is loaded"
 
 
-def test_labs_without_the_model_start_nothing():
+def test_labs_whose_visible_cases_do_not_run_the_model_start_nothing():
     rt = SimpleNamespace(warm_cells=[])
-    assert warm_up("lab01", rt) is None and rt.warm_cells == []
+    assert warm_up("lab01", rt) is None and warm_up("lab07", rt) is None and rt.warm_cells == []
+    thread = warm_up("lab07", rt, visible_only=False)     # its hidden cases do
+    thread.join(timeout=600)
+    assert rt.warm_cells == [WARM_MODEL_CELL]
+
+
+VISIBLE_CASES = """
+import sys
+from autograder import checks
+from autograder.core import get_tests, run_test
+from autograder.notebook import extract, namespace, read, release_notebook_path
+lab = sys.argv[1]
+ns = namespace(extract(read(f"solutions/{lab}/{lab}.ipynb"), release_notebook_path(lab)).code)
+for t in get_tests(lab).values():
+    run_test(t, ns, visible_only=True)
+print("model loaded:", checks.shipped_model.cache_info().currsize)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", ["lab00", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07"])
+def test_the_warmed_labs_are_those_whose_visible_cases_run_the_model(lab):
+    p = subprocess.run([sys.executable, "-c", VISIBLE_CASES, lab], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    used = p.stdout.strip().splitlines()[-1] == "model loaded: 1"
+    assert used == (lab in VISIBLE_CASES_USE_MODEL), (
+        f"{lab}'s visible cases {'use' if used else 'do not use'} the shipped model: "
+        "update autograder.selfcheck.VISIBLE_CASES_USE_MODEL")
 
 
 def test_the_command_line_does_not_import_the_iri_grammar():
