@@ -244,9 +244,12 @@ class _PagedBatchView:
         self.length = width - t
         bs, H, device = pool.block_size, pool.n_kv_heads, pool.device
         tables = []
-        for cache, n in zip(caches, n_new):
-            cache.reserve(n)                                   # blocks first: may raise OutOfBlocks, nothing written
-            tables.append(cache.block_table)
+        for cache, p, n in zip(caches, past, n_new):
+            table = cache.block_table
+            if p + n > len(table) * bs:                        # an engine has usually reserved them already
+                cache.reserve(n)                               # blocks first: may raise OutOfBlocks, nothing written
+                table = cache.block_table
+            tables.append(table)
         most = max(len(table) for table in tables)
         table = torch.tensor([tb + tb[-1:] * (most - len(tb)) for tb in tables], device=device)   # (B, nb)
         start = torch.tensor([width - p - n for p, n in zip(past, n_new)], device=device)        # (B,) pads
