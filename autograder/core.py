@@ -296,6 +296,21 @@ def run_test(test: Test, ns: dict, *, visible_only: bool = False) -> TestResult:
     return result
 
 
+def run_tests(tests: list[Test], ns: dict, *, visible_only: bool = False) -> list[TestResult]:
+    """run_test for several tests of one lab, with the pytest-judged cases of all of them
+    judged in one pytest run (a lab's self-check: one start-up instead of one per test)."""
+    results = []
+    for test in tests:
+        result = TestResult(test.lab, test.name, test.description)
+        result.cases = [run_case(c, ns) for c in (test.visible_cases() if visible_only else test.cases)]
+        results.append(result)
+    pending = [r for r in results if any(type(c) is Pending for c in r.cases)]
+    if pending:
+        from .plugin import judge_pending
+        judge_pending(pending[0].lab, pending)
+    return results
+
+
 # ---------------------------------------------------------------- registry
 
 def labs() -> list[str]:
