@@ -406,9 +406,9 @@ def test_abnormal_endings_on_the_wire(one_thread):
 
 
 def test_a_request_that_can_never_be_admitted_is_a_400_at_once(one_thread):
-    """5 prompt tokens + 3 to generate in 6 one-token blocks, 2 kept free by the watermark:
-    it could never run, so the engine refuses it at add_request and the server says 400
-    in OpenAI's error shape at once, instead of queueing it for ever."""
+    """5 prompt tokens + 3 to generate cache 5 + 3 - 1 = 7 tokens, more than 6 one-token
+    blocks: it could never run, even alone, so the engine refuses it at add_request and the
+    server says 400 in OpenAI's error shape at once, instead of queueing it for ever."""
     from course.batched import ScriptedBatchedModel
     from course.engine import Engine, EngineConfig
 
@@ -425,6 +425,46 @@ def test_a_request_that_can_never_be_admitted_is_a_400_at_once(one_thread):
         assert r.headers["x-should-retry"] == "false"
         assert metrics(server.url)['course:requests_rejected_total{reason="refused"}'] == 1
         assert not engine.has_unfinished()
+
+
+def test_requests_that_preempt_each_other_all_finish_over_http(one_thread):
+    """The pool of 6 one-token blocks with a watermark of 2, and three requests that each fit
+    it alone, arriving in this order before the first step: (1 token, max 5), (3 tokens,
+    max 4), (3 tokens, max 2). The second is preempted and comes back needing 5 blocks; with
+    nothing else running it is admitted again, so every request is answered (an engine that
+    kept the watermark on an empty pool left two of them without an answer)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from course.batched import ScriptedBatchedModel
+    from course.engine import Engine, EngineConfig
+
+    class HeldEngine(Engine):
+        """Steps only once `opened` is set, so the test decides the order of arrival."""
+        opened = threading.Event()
+
+        def step(self):
+            return super().step() if self.opened.is_set() else []
+
+    prompts = [[1], [2, 2, 2], [3, 3, 3]]
+    model = ScriptedBatchedModel(["<eos>", "a", "b", "c"], {tuple(p): [1 + i] * 8 for i, p in enumerate(prompts)},
+                                 eos_token_id=0)
+    engine = HeldEngine(model, None, EngineConfig(num_blocks=6, block_size=1, watermark_blocks=2, max_batch=4))
+    with BackgroundServer(build_app(engine, None, max_model_len=64)) as server, ThreadPoolExecutor(3) as pool:
+        answers = []
+        for n, (prompt, max_tokens) in enumerate(zip(prompts, (5, 4, 2)), start=1):
+            answers.append(pool.submit(httpx.post, f"{server.url}/v1/completions", timeout=20, json={
+                "model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}))
+            for _ in range(2000):                       # until the engine holds it (bounded)
+                if len(engine.waiting) == n:
+                    break
+                time.sleep(0.005)
+            assert len(engine.waiting) == n
+        engine.opened.set()
+        answers = [a.result() for a in answers]
+        assert [r.status_code for r in answers] == [200, 200, 200], [r.text for r in answers]
+        assert [r.json()["choices"][0]["text"] for r in answers] == ["a" * 5, "b" * 4, "c" * 2]
+        assert engine.preemptions == 1 and not engine.has_unfinished() and engine.pool.allocator.num_used == 0
 
 
 class _StuckEngine:
