@@ -141,7 +141,7 @@ def remember_seconds(lab: str, seconds: float) -> None:
 
 def estimate(lab: str, lang: str | None = None) -> str:
     """The header's estimate: the last check of `lab` on this machine, rounded up to whole
-    seconds; before any, the range measured on 2-core laptops (benchmarks/bench_selfcheck.py)."""
+    seconds; before any, a wide range (benchmarks/bench_selfcheck.py measures the check)."""
     from . import messages
     last = last_seconds(lab)
     if last is None:
