@@ -67,6 +67,8 @@ e2e: $(STAMP) $(HUB_STAMP)  ## end to end: real nbgrader over every lab and edit
 	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null || ! fc-list :lang=zh 2>/dev/null | grep -q . || ! command -v setfacl >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-noto-cjk acl; \
 	  else echo "e2e needs chromium, chromium-driver, a CJK font and acl: sudo apt-get install chromium chromium-driver fonts-noto-cjk acl"; exit 1; fi; fi
+	@if [ "$$(id -u)" = 0 ] && ! /usr/bin/python3 -c 'import seccomp' 2>/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-seccomp || true; fi  # the emulated container (e2e/test_container.py)
 	$(PY) -m pytest e2e -p no:cacheprovider
 
 release: $(STAMP)  ## regenerate labs/ (student release) from solutions/ with nbgrader
