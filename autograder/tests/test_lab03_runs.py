@@ -48,7 +48,8 @@ def test_answer_modules_are_the_ones_lab03_must_not_reach():
 
 
 @pytest.mark.parametrize("path,package", [(ROOT / "course" / "runs.py", "course"),
-                                          (ROOT / "autograder" / "graders" / "lab03.py", "autograder.graders")],
+                                          (ROOT / "autograder" / "graders" / "lab03" / "probes.py",
+                                           "autograder.graders.lab03")],
                          ids=["course.runs", "graders.lab03"])
 def test_scaffolding_and_probes_import_no_answer_module_even_lazily(path, package):
     assert not _imported_modules(path, package) & ANSWERS
@@ -140,11 +141,11 @@ class Blocker(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Blocker())
 sys.modules["autograder.reference.lab03"] = types.ModuleType("autograder.reference.lab03")  # the child's stub
 import nbformat
-from autograder.graders import lab03
+from autograder.core import get_tests
 from autograder.notebook import extract, namespace
 ns = namespace(extract(nbformat.read(sys.argv[1], as_version=4)).code, "<lab03 solution>")
 failed = []
-for test in lab03.TESTS:
+for test in get_tests("lab03").values():
     for case in test.cases:
         try:
             case.probe(ns)

@@ -1,0 +1,97 @@
+"""Graders for lab03 (from logit to finish reason).
+
+Graded API (the docstrings of the stubs in solutions/lab03 are the contract):
+  validate_params(*, max_tokens, stop=None, stop_token_ids=None,
+                  include_stop_str_in_output=False, deadline=None) -> dict
+  first_stop(text, stop) -> (start, end, stop_string) | None
+  holdback_length(text, stop) -> int
+  generate(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None,
+           include_stop_str_in_output=False, sampler=None, cancel=None, clock=None,
+           deadline=None, content_filter=None) -> GenerationResult
+  stream_generate(model, input_ids, **same) -> iterator of str deltas
+  accept_tool_call(result, *, schemas, allowed_tools, executor) -> dict
+  accept_with_retries(attempt, *, schemas, allowed_tools, executor, max_attempts=3) -> dict
+  replay(spec_or_record) -> GenerationResult;  log_failures(specs, path) -> list[dict]
+
+Every run is described by a *run spec* (course.runs): a fixture, parameters, a seed and
+injected failures (raise_at, nan_at, cancel_at, seconds_per_call, banned words / token
+ids). Probes build the run from course.runs (`build`: its FakeClock moved on to
+CLOCK_START, so a clock never starts at 0) and call the student's code; judges rerun the
+same spec with the reference (course.generation, course.acceptance). The probes never
+touch those two modules: they hold Lab 03's answers, which must not be in the student's
+process. Where a probe needs the course loop's result as an input (accept_tool_call's
+result, accept_with_retries' attempts), it reads it from datasets/fixtures/lab03_runs.json
+(`course_result`), written from the course loop by datasets/generators/fixtures_lab03_runs.py.
+
+    probes.py     run specs, `build`, the input tables by case, and the probes
+    judging.py    the run comparison the generate tests share
+    test_*.py     one file per exercise, judged against autograder/reference/lab03.py
+
+Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
+
+validate_params
+  | new dict, five keys, None -> []                      | accepts_and_normalises_valid_params               |
+  | bounds are inclusive (1 token, 16 stops, tiny and    | accepts_boundary_values                           |
+  |   infinite deadline, id 0)                           |                                                   |
+  | max_tokens int (not bool) >= 1                       | rejects_max_tokens_zero, rejects_non_integer_..   |
+  | stop: list of str, no bare str, none empty, <= 16    | rejects_a_bare_string_as_stop, rejects_empty_..,  |
+  |                                                      | rejects_more_than_16_.., rejects_non_string_..    |
+  | stop_token_ids list of ints >= 0                     | rejects_bad_stop_token_ids                        |
+  | include_stop_str_in_output True/False only           | rejects_non_bool_include_stop_str                 |
+  | deadline number (not bool, not NaN, -inf) > 0        | rejects_bad_deadline                              |
+  | message names the parameter and shows the value      | every rejects_* case (checks.rejects)             |
+first_stop / holdback_length: every clause of the docstring has a case named after it
+  (split across tokens, None, earliest end, equal ends -> longer, overlaps; every prefix,
+  diverging, overlapping, several stops, complete match / no stops -> 0).
+generate
+  | order: cancel, timeout, call, append, filter, EOS,   | eos_is_stop, eos_on_the_last_allowed_token_is_..,|
+  |   stop ids, stop strings, length                     | stop_string_on_the_last_allowed_.., cancel_wins.. |
+  | length keeps exactly max_tokens                      | max_tokens_gives_length, length_keeps_exactly_..  |
+  | stop strings across/inside tokens, earliest, include | stop_string_split_.., overlapping_.., inside_..,  |
+  |                                                      | include_stop_str_in_output, earliest_of_several.. |
+  | stop_token_ids -> stop_reason id                     | stop_token_id_sets_stop_reason                    |
+  | validation before any model call                     | rejects_bad_params_before_calling_the_model       |
+  | cancel checked before every call                     | cancelled_before_.., cancel_at_every_step, ..late |
+  | deadline from generate's start (clock at 1000), >=   | deadline_hit_mid_way, deadline_reached_exactly,   |
+  |                                                      | deadline_not_reached                              |
+  | model error / NaN logits -> error, never raised      | model_error_is_recorded, error_on_the_first_call, |
+  |                                                      | nan_logits_are_an_error                           |
+  | content filter on text / on a token (EOS included)   | content_filter_on_text, content_filter_on_token   |
+stream_generate
+  | never sends a held stop prefix while running         | two/three_token_stop_never_leaks, stop_inside_..  |
+  | releases text that can no longer match               | diverging_match_is_released, overlapping_prefix.. |
+  | final flush = rest of generate().text                | cancelled_or_failed_stream_flushes_held_text,     |
+  |                                                      | stream_equals_generate_on_every_fixture           |
+  | no holdback with include_stop_str_in_output          | include_stop_str_needs_no_holdback                |
+accept_tool_call: one case per stage and per rejection kind (finish_reason length/
+  cancelled/timeout/filter, parse, schema envelope and args via jsonschema, permission,
+  executor failure), the executor runs only on acceptance, the error names the problem.
+accept_with_retries: retried kinds, never-retried kinds, the limit, reasons passed on,
+  max_attempts validated (rejects_bad_max_attempts).
+replay / log_failures
+  | replay uses every injection and the seed             | replay_reproduces_.., replay_handles_every_inj..  |
+  | only non-stop endings logged, in order               | only_abnormal_endings_are_logged                  |
+  | a record holds the spec and the outcome              | records_hold_what_replay_needs                    |
+  | appends (two calls, one file), returns what it wrote | saved_file_equals_returned_records                |
+  | replay(record read back from JSON) reproduces it     | replaying_each_saved_failure_gives_the_same_..    |
+"""
+from .probes import (CLOCK_START, COURSE_RUN_SPECS, FAILURE_SPECS, STOP3, S, _fixture_specs, build,  # noqa: F401
+                     course_result, run_key)
+
+LAB = "lab03"
+
+API = {
+    "validate_params": "(*, max_tokens, stop=None, stop_token_ids=None, include_stop_str_in_output=False, "
+                       "deadline=None)",
+    "first_stop": "(text, stop)",
+    "holdback_length": "(text, stop)",
+    "generate": "(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None, include_stop_str_in_output=False, "
+                "sampler=None, cancel=None, clock=None, deadline=None, content_filter=None)",
+    "stream_generate": "(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None, "
+                       "include_stop_str_in_output=False, sampler=None, cancel=None, clock=None, deadline=None, "
+                       "content_filter=None)",
+    "accept_tool_call": "(result, *, schemas, allowed_tools, executor)",
+    "accept_with_retries": "(attempt, *, schemas, allowed_tools, executor, max_attempts=3)",
+    "replay": "(record)",
+    "log_failures": "(specs, path)",
+}
