@@ -27,6 +27,8 @@ Three clocks per system and round, because a call's fixed costs are not its spee
                token's moment / that time. transformers' generate_batch also spends time
                after its last token (it joins its thread and runs a full garbage
                collection), which the whole call counts and the token phase does not.
+CPU seconds per call (time.process_time: every thread of the process) are reported too:
+on a machine shared with other jobs they move far less with load than wall time does.
 Rounds alternate the order of the systems (A B, then B A, ...) after one warm-up round,
 and every ratio is the median over rounds of the ratio measured within a round, shown
 with its smallest and largest value. The 1-minute load average is recorded before and
@@ -268,25 +270,29 @@ def main(argv=None) -> int:
         measured = {}
         for s in order:
             gc.collect()                                     # nobody pays for the previous system's garbage
+            cpu = time.process_time()
             t0, end, token_times, tokens = run[s]()
+            cpu = time.process_time() - cpu                  # CPU seconds of every thread of this process
             if tokens != expected:
                 bad = [i for i, (a, b) in enumerate(zip(tokens, expected)) if a != b]
                 raise SystemExit(f"round {k}: {s} produced other tokens than each request alone "
                                  f"(requests {bad[:10]})")
-            measured[s] = measure(t0, end, token_times, tokens)
+            measured[s] = {**measure(t0, end, token_times, tokens), "cpu_s_call": cpu}
         loads.append((before, os.getloadavg()[0]))
         rounds.append(measured)
         print(f"round {k + 1}/{args.rounds} (load {before:.1f}): "
               + ", ".join(f"{s} {measured[s]['tokens_per_s_token_phase']:.0f}/{measured[s]['tokens_per_s_call']:.0f}"
                           for s in systems) + " tok/s (token phase / call)", file=sys.stderr)
 
-    keys = ("tokens_per_s_call", "tokens_per_s_token_phase", "call_s", "startup_s", "token_phase_s",
+    keys = ("tokens_per_s_call", "tokens_per_s_token_phase", "call_s", "cpu_s_call", "startup_s", "token_phase_s",
             "after_last_token_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
     table = {s: {key: spread(r[s][key] for r in rounds) for key in keys} for s in systems}
     ratios = {}
     for other in systems[1:] if systems[0] == "engine" else []:
         for key, label in (("tokens_per_s_call", "whole call"), ("tokens_per_s_token_phase", "token phase")):
             ratios[f"engine / {other}, {label}"] = spread(r["engine"][key] / r[other][key] for r in rounds)
+        ratios[f"{other} / engine, CPU seconds per call"] = spread(r[other]["cpu_s_call"] / r["engine"]["cpu_s_call"]
+                                                                   for r in rounds)
     flat = [x for pair in loads for x in pair]
 
     print(f"\n{args.requests} requests ({len(set(texts))} distinct prompts, {min(map(len, prompts))}-"
@@ -294,14 +300,14 @@ def main(argv=None) -> int:
           f"{args.threads} thread(s), {args.device}; {args.rounds} paired rounds, median [min-max]; "
           f"tokens equal to each request alone in every round; 1-min load average {min(flat):.1f}-{max(flat):.1f}")
     print(f"{'system':20} {'tok/s call':>20} {'tok/s token phase':>20} {'start-up ms':>12} {'after last ms':>14}"
-          f" {'TPOT P50 ms':>12}")
+          f" {'TPOT P50 ms':>12} {'CPU s/call':>11}")
     for s in systems:
         t = table[s]
         print(f"{LABELS[s]:20} {t['tokens_per_s_call']['median']:8.0f} [{t['tokens_per_s_call']['min']:4.0f}-"
               f"{t['tokens_per_s_call']['max']:4.0f}] {t['tokens_per_s_token_phase']['median']:8.0f} "
               f"[{t['tokens_per_s_token_phase']['min']:4.0f}-{t['tokens_per_s_token_phase']['max']:4.0f}] "
               f"{1e3 * t['startup_s']['median']:12.1f} {1e3 * t['after_last_token_s']['median']:14.1f} "
-              f"{1e3 * t['tpot_p50_s']['median']:12.2f}")
+              f"{1e3 * t['tpot_p50_s']['median']:12.2f} {t['cpu_s_call']['median']:11.3f}")
     for name, r in ratios.items():
         print(f"{name}: {r['median']:.2f}x [{r['min']:.2f}-{r['max']:.2f}]")
 
