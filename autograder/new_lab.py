@@ -7,7 +7,8 @@ Writes (and refuses to overwrite any that exist):
     solutions/labNN/labNN.ipynb           nbgrader source: intro, locked imports, one solution
                                           cell (stub + BEGIN/END SOLUTION), one graded test cell
                                           (visible check + hidden grade), Summary, Exercises
-    autograder/graders/labNN.py           the grader pattern: API, inputs, probes, judges, TESTS
+    autograder/graders/labNN/             the graders as pytest tests: __init__.py (API, coverage table),
+                                          probes.py (runs in the student's process), test_clip_logits.py
     autograder/reference/labNN.py         the judges' expected values
     autograder/variants/labNN/bug_*.py    one student mistake, with EXPECT_FAIL
     autograder/variants/labNN/correct_*.py  one differently written correct solution
@@ -86,8 +87,12 @@ def notebook(lab: str, title: str) -> dict:
             "nbformat": 4, "nbformat_minor": 5}
 
 
-def grader(lab: str) -> str:
-    return f'''"""Graders for {lab}.
+GRADER_INIT = '''"""Graders for LABNN.
+
+    probes.py             what runs in the student's process: builds the inputs by name,
+                          calls clip_logits, returns plain data; imports no reference
+    test_clip_logits.py   the cell clip_logits_clips: pytest tests that judge what the probes
+                          observed against autograder/reference/LABNN.py
 
 Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
 
@@ -98,6 +103,16 @@ clip_logits(logits, limit)
   | a NEW tensor; the input is not modified        | every value case                   |
   | ValueError naming `limit` and showing it       | rejects_bad_limits                 |
 """
+LAB = "LABNN"
+
+API = {"clip_logits": "(logits, limit)"}
+'''
+
+GRADER_PROBES = '''"""LABNN's probes: they run in the student's process and return plain data. No reference here.
+
+A probe is a public function whose first parameter is `ns` (the student's namespace); the
+tests name it in @pytest.mark.probe("clip_logits", "peaked", 1.0) with plain arguments.
+"""
 from __future__ import annotations
 
 import math
@@ -106,56 +121,86 @@ import torch
 
 import course
 
-from ..checks import Input, call_probe, close, rejects_case, result_of, unchanged
-from ..core import Case, Test, as_tensor
-from ..reference import {lab} as ref
-
-LAB = "{lab}"
-
-API = {{"clip_logits": "(logits, limit)"}}
+from autograder.checks import record
+from autograder.core import function
 
 
-# ---------------------------------------------------------------- inputs
-
-def fixture_row(name: str, **kwargs) -> Input:
-    return Input(f"fixture {{name!r}}", lambda: (course.fixtures.load(name).logits(0),), kwargs)
-
-
-BATCH = Input("a (2, 8) batch with +-inf", lambda: (torch.stack([course.fixtures.load("peaked").logits(0),
-                                                                  course.fixtures.load("masked_logits").logits(0)])
-                                                     .index_fill(1, torch.tensor([0]), math.inf),),
-              {{"limit": 1.5}})
+def _batch():
+    rows = [course.fixtures.load("peaked").logits(0), course.fixtures.load("masked_logits").logits(0)]
+    return torch.stack(rows).index_fill(1, torch.tensor([0]), math.inf)   # (2, V), +inf and -inf in it
 
 
-# ---------------------------------------------------------------- judges
-
-def judge_values(inputs, hint):
-    def judge(recs):
-        for inp, rec in zip(inputs, recs):
-            call = inp.call_text("clip_logits")
-            got = as_tensor(result_of(rec, call, hint), call)
-            close(got, ref.clip_logits(*inp.args(), **inp.kwargs), what=call, hint=hint)
-            unchanged(rec, call)
-    return judge
+INPUTS = {"peaked": ("fixture 'peaked'", lambda: course.fixtures.load("peaked").logits(0)),
+          "batch": ("a (2, 8) batch with +-inf", _batch)}
+BAD_LIMITS = [0, -2.0, math.nan, True]
 
 
-def values_case(name, inputs, hint, *, visible=False):
-    return Case(name, 1, call_probe("clip_logits", inputs), judge_values(inputs, hint), visible=visible, hint=hint)
+def logits(name: str) -> torch.Tensor:
+    """A fresh copy of the input `name`."""
+    return INPUTS[name][1]()
 
 
-# ---------------------------------------------------------------- tests
+def label(name: str) -> str:
+    """How messages name that input."""
+    return INPUTS[name][0]
 
-TESTS = [
-    Test(LAB, "clip_logits_clips", "clip_logits clips into [-limit, limit] and returns a new tensor", (
-        values_case("clips_a_fixture_row", [fixture_row("peaked", limit=1.0)],
-                    "torch.clamp(logits, -limit, limit) clips every entry.", visible=True),
-        values_case("clips_a_batch", [BATCH], "Clip every row; -inf becomes -limit and +inf becomes +limit."),
-        rejects_case("rejects_bad_limits", "clip_logits",
-                     [("limit", fixture_row("peaked", limit=0)), ("limit", fixture_row("peaked", limit=-2.0)),
-                      ("limit", fixture_row("peaked", limit=math.nan)), ("limit", fixture_row("peaked", limit=True))]),
-    )),
-]
+
+def clip_logits(ns, name: str, limit) -> dict:
+    """clip_logits(logits(name), limit=limit), recorded (checks.record)."""
+    return record(function(ns, "clip_logits"), (logits(name),), {"limit": limit})
+
+
+def bad_limits(ns) -> list:
+    """clip_logits on the 'peaked' row with each of BAD_LIMITS, recorded."""
+    fn = function(ns, "clip_logits")
+    return [record(fn, (logits("peaked"),), {"limit": limit}) for limit in BAD_LIMITS]
 '''
+
+GRADER_TEST = '''"""clip_logits(logits, limit): the hidden cases of the cell clip_logits_clips."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.checks import as_tensor, close, rejects, result_of, unchanged
+from autograder.reference import LABNN as ref
+
+from .probes import BAD_LIMITS, label, logits
+
+pytestmark = pytest.mark.cell("clip_logits_clips", points=1,
+                              description="clip_logits clips into [-limit, limit] and returns a new tensor")
+
+
+def case(name, input_name, limit, hint, *, visible=False):
+    """One row of the table: the probe clip_logits on `input_name` with `limit`, named `name`."""
+    return pytest.param(input_name, limit, hint, id=name,
+                        marks=[pytest.mark.probe("clip_logits", input_name, limit),
+                               pytest.mark.cell(visible=visible, hint=hint)])
+
+
+@pytest.mark.parametrize("input_name, limit, hint", [
+    case("clips_a_fixture_row", "peaked", 1.0, "torch.clamp(logits, -limit, limit) clips every entry.", visible=True),
+    case("clips_a_batch", "batch", 1.5, "Clip every row; -inf becomes -limit and +inf becomes +limit."),
+])
+def test_clips(observation, input_name, limit, hint):
+    """Every entry clipped into [-limit, limit], in a new tensor; the input unchanged."""
+    call = f"clip_logits(<{label(input_name)}>, limit={limit!r})"
+    got = as_tensor(result_of(observation, call, hint), call)
+    close(got, ref.clip_logits(logits(input_name), limit=limit), what=call, hint=hint)
+    unchanged(observation, call)
+
+
+@pytest.mark.probe("bad_limits")
+def test_rejects_bad_limits(observation):
+    """A limit that is not a finite number > 0 raises ValueError naming `limit` and showing it."""
+    for limit, rec in zip(BAD_LIMITS, observation):
+        rejects(rec, f"clip_logits(<{label('peaked')}>, limit={limit!r})", "limit", limit)
+'''
+
+
+def grader(lab: str) -> dict[str, str]:
+    """The lab's package of pytest graders: file name -> content."""
+    return {name: text.replace("LABNN", lab) for name, text in
+            (("__init__.py", GRADER_INIT), ("probes.py", GRADER_PROBES), ("test_clip_logits.py", GRADER_TEST))}
 
 
 def reference(lab: str) -> str:
@@ -228,7 +273,7 @@ def files(lab: str, title: str) -> dict[str, str]:
     """Relative path -> content of every file the new lab needs."""
     return {
         f"solutions/{lab}/{lab}.ipynb": json.dumps(notebook(lab, title), indent=1, ensure_ascii=False) + "\n",
-        f"autograder/graders/{lab}.py": grader(lab),
+        **{f"autograder/graders/{lab}/{name}": text for name, text in grader(lab).items()},
         f"autograder/reference/{lab}.py": reference(lab),
         f"autograder/variants/{lab}/bug_clip_in_place.py": BUG,
         f"autograder/variants/{lab}/correct_where.py": CORRECT,

@@ -61,6 +61,7 @@ def is_package_lab(lab: str) -> bool:
 
 
 _PROBES: dict[str, dict] = {}
+_FOLDERS: dict[str, Path] = {}               # lab -> its graders' folder, where not GRADERS / lab
 _FILES: dict[str, dict[str, set]] = {}       # lab -> grade id -> the test files holding its cases
 
 
@@ -291,7 +292,7 @@ _OFF = ("cacheprovider", "terminal", "faulthandler", "unraisableexception", "thr
 
 def _args(lab: str, *extra, files=None) -> list[str]:
     off = [a for name in _OFF for a in ("-p", f"no:{name}")]
-    return [*(sorted(files) if files else [str(GRADERS / lab)]), *off, "--noconftest", "--capture=no", "-o", "addopts=",
+    return [*(sorted(files) if files else [str(_FOLDERS.get(lab, GRADERS / lab))]), *off, "--noconftest", "--capture=no", "-o", "addopts=",
             "-o", "python_files=test_*.py", "--rootdir", str(ROOT), "-W", "ignore::pytest.PytestAssertRewriteWarning",
             *extra]
 
@@ -313,8 +314,14 @@ def _main(lab: str, session: GraderSession, *extra, files=None) -> None:
         raise RuntimeError(f"pytest could not run the graders of {lab} (exit code {int(code)})")
 
 
-def collect(lab: str) -> dict[str, Test]:
-    """The cases of a package-form lab, by grade id (collected once per process)."""
+def collect(lab: str, folder: Path | None = None) -> dict[str, Test]:
+    """The cases of a package-form lab, by grade id (collected once per process). `folder`:
+    where its graders are, when not in autograder/graders (a lab scaffolded elsewhere, whose
+    probes module is already in sys.modules as autograder.graders.LAB.probes)."""
+    if folder is not None and _FOLDERS.get(lab) != Path(folder):
+        _FOLDERS[lab] = Path(folder)
+        for cache in (_TESTS, _FILES, _PROBES):
+            cache.pop(lab, None)
     if lab not in _TESTS:
         session = GraderSession()
         _main(lab, session, "--collect-only")

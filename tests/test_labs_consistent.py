@@ -107,13 +107,16 @@ def test_new_lab_scaffold_is_a_working_lab(tmp_path, monkeypatch):
     import sys
 
     import autograder.reference
-    from autograder import run_test
+    from autograder import plugin, run_test
     from autograder.new_lab import scaffold
     from autograder.notebook import extract, namespace
 
     lab = "lab99"
     written = {p.relative_to(tmp_path).as_posix() for p in scaffold(lab, "A test lab", tmp_path)}
-    assert {f"solutions/{lab}/{lab}.ipynb", f"autograder/graders/{lab}.py", f"autograder/reference/{lab}.py",
+    graders = tmp_path / "autograder" / "graders" / lab
+    assert {f"solutions/{lab}/{lab}.ipynb", f"autograder/graders/{lab}/__init__.py",
+            f"autograder/graders/{lab}/probes.py", f"autograder/graders/{lab}/test_clip_logits.py",
+            f"autograder/reference/{lab}.py",
             f"course/syllabus/{lab}.md", f"course/glossary/{lab}.md",
             f"datasets/generators/fixtures_{lab}.py"} <= written
     with pytest.raises(FileExistsError):
@@ -122,14 +125,17 @@ def test_new_lab_scaffold_is_a_working_lab(tmp_path, monkeypatch):
     try:
         ref = _load(f"autograder.reference.{lab}", tmp_path / "autograder" / "reference" / f"{lab}.py")
         monkeypatch.setattr(autograder.reference, lab, ref, raising=False)
-        grader = _load(f"autograder.graders.{lab}", tmp_path / "autograder" / "graders" / f"{lab}.py")
+        grader = _load(f"autograder.graders.{lab}", graders / "__init__.py")
+        _load(f"autograder.graders.{lab}.probes", graders / "probes.py")   # what the plugin runs as probes
+        tests = list(plugin.collect(lab, folder=graders).values())          # the pytest graders, collected
+        assert [t.name for t in tests] == ["clip_logits_clips"] and len(tests[0].cases) == 3
         nb_path = tmp_path / "solutions" / lab / f"{lab}.ipynb"
         nb = read(nb_path)
         graded = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata["nbgrader"].get("grade")}
         solution_ns = namespace(extract(nb).code, str(nb_path))
         stub_ns = namespace("import math\n" + __import__("autograder.new_lab").new_lab.STUB
                             + "    raise NotImplementedError()\n", "stub")
-        for test in grader.TESTS:
+        for test in tests:
             assert float(graded[test.name].metadata["nbgrader"]["points"]) == test.points
             assert run_test(test, solution_ns).score == test.points
             assert run_test(test, stub_ns).score == 0
@@ -137,7 +143,7 @@ def test_new_lab_scaffold_is_a_working_lab(tmp_path, monkeypatch):
         for path in sorted(variants.glob("*.py")):
             module = _load(f"variant_{lab}_{path.stem}", path)
             ns = namespace(path.read_text(encoding="utf-8"), str(path))
-            for test in grader.TESTS:
+            for test in tests:
                 result = {c.name: c.passed for c in run_test(test, ns).cases}
                 if path.name.startswith("correct_"):
                     assert all(result.values()), f"{path.name}: {result}"
@@ -148,5 +154,8 @@ def test_new_lab_scaffold_is_a_working_lab(tmp_path, monkeypatch):
         for name, text in grader.API.items():
             assert name == stub.name and str(_declared(text)) == str(_signature(stub))
     finally:
-        for name in (f"autograder.reference.{lab}", f"autograder.graders.{lab}"):
+        for name in [m for m in sys.modules if m == lab or m.startswith((f"{lab}.", f"autograder.graders.{lab}"))]:
             sys.modules.pop(name, None)
+        sys.modules.pop(f"autograder.reference.{lab}", None)
+        for cache in (plugin._TESTS, plugin._FILES, plugin._PROBES, plugin._FOLDERS):
+            cache.pop(lab, None)
