@@ -1,23 +1,32 @@
-"""Grading speed: the standalone grader vs `nbgrader autograde`, same 50 submissions.
+"""Grading speed: the standalone grader at class scale, and against `nbgrader autograde`
+on the same submissions, in paired rounds.
 
-    .venv/bin/python benchmarks/bench_grading.py [--lab lab01] [--n 50] [--workers N] [--no-serial]
+    .venv/bin/python benchmarks/bench_grading.py                          # lab01: 200 + 2 paired rounds
+    .venv/bin/python benchmarks/bench_grading.py --lab lab07 --n 50
+    .venv/bin/python benchmarks/bench_grading.py --n 40 --rounds 2 --per-round 3   # a smaller, stated size
 
-The standalone grader starts one sandboxed zygote per worker (torch, the course library and
-the lab's probes imported once) and forks a child per submission inside it, so its
-per-submission cost is the student's cells and probes, not an interpreter start.
+Submissions are generated from the lab's solution, its unsolved release and every variant
+(autograder/variants/LAB: bug_* and correct_*), cycled until there are --n of them; lab00
+adds the adversarial notebooks that are safe to run without a sandbox (nbgrader runs code
+as the current user in an ordinary kernel).
 
-The batch mixes correct notebooks (the solution and the correct_* variants), the
-unsolved release, every bug_* variant and the adversarial submissions that are safe to
-run WITHOUT a sandbox (nbgrader runs code in an ordinary kernel as the current user:
-the corpus's kill/disk/memory/hang attacks would harm the machine there, so they are
-left out of the nbgrader side and of this batch). It grades the batch
-  * standalone with the default worker count (the core count) and, unless --no-serial,
-    with one worker (a per-core figure comparable to nbgrader, which grades one
-    notebook at a time);
-  * with the real `nbgrader autograde` in a scratch course;
-and prints seconds per submission, the ratio, and where the two harnesses' scores differ
-(expected only for attacks on nbgrader's in-kernel harness). Writes
-benchmarks/results/grading.json.
+1. **Scale** (standalone only): all --n submissions with --workers workers (default 2).
+   Reported apart: start-up (the call to the moment every worker has returned its first
+   notebook: sandbox zygote, imports, the lab's probes, one notebook each) and the steady
+   state (the remaining notebooks: wall time / count, and the median of each notebook's own
+   grading time).
+2. **Paired rounds** (--rounds, default 2, of --per-round submissions, default 4): each round
+   takes the next --per-round submissions and grades exactly those with both harnesses, in
+   alternating order (standalone first, then nbgrader first, ...). nbgrader is one process
+   grading one notebook at a time, so the standalone side runs with one worker here. One
+   scratch nbgrader course serves every round: its `generate_assignment` (the assignment
+   build) runs once and is reported apart, and each round's `nbgrader autograde` has its
+   start-up (to the first student) timed apart from its per-notebook time, read from the
+   moment each student's line appears in its log. Every round checks that both harnesses
+   give every submission the same score, and the ratio nbgrader / standalone per
+   notebook is the median over rounds of the ratio within a round, with its range.
+The 1-minute load average is recorded before and after every phase and round.
+Writes benchmarks/results/grading.json (or --out-stem) and its PNG.
 """
 from __future__ import annotations
 
@@ -25,7 +34,10 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,28 +49,39 @@ sys.path.insert(0, str(ROOT))
 from autograder.batch import Entry, grade_batch  # noqa: E402
 from autograder.core import get_tests  # noqa: E402
 from autograder.isolation import Sandbox  # noqa: E402
+from autograder.release import nbgrader_env  # noqa: E402
 from autograder.tests import adversarial  # noqa: E402
-from autograder.tests.submissions import (from_variant, nbgrader_autograde, solution,  # noqa: E402
-                                          with_solution_code, write)
+from autograder.tests.submissions import from_variant, solution, with_solution_code, write  # noqa: E402
 
 # not fake_passed: its writes into every file descriptor corrupt the kernel's ZMQ channels and
 # `nbgrader autograde` then waits forever on that notebook (measured; the standalone grader
 # shrugs it off, see test_adversarial)
 SAFE_ATTACKS = ("monkeypatch", "eq_cheat", "read_reference", "recursion", "exit_in_function")
+clock = time.perf_counter
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def spread(xs) -> dict:
+    xs = sorted(xs)
+    return {"median": round(statistics.median(xs), 3), "min": round(xs[0], 3), "max": round(xs[-1], 3),
+            "n": len(xs)} if xs else {}
 
 
 def build(lab: str, n: int, folder: Path) -> dict[str, tuple[str, Path]]:
-    """student -> (kind, notebook)."""
+    """student -> (kind, notebook): the lab's solution, release and variants, cycled."""
     variants = sorted((ROOT / "autograder" / "variants" / lab).glob("*.py"))
     pool: list[tuple[str, Path]] = [("solution", solution(lab))]
-    rel = sorted((ROOT / "labs" / lab).glob("*.ipynb"))
-    pool.append(("release", rel[0]))
+    pool.append(("release", sorted((ROOT / "labs" / lab).glob("*.ipynb"))[0]))
     for v in variants:
         pool.append((v.stem, write(from_variant(lab, v), folder / "_src" / f"{v.stem}.ipynb")))
     if lab == "lab00":
         for name in SAFE_ATTACKS:
             src = adversarial.sources()[name].read_text()
-            pool.append((f"adv_{name}", write(with_solution_code(lab, {}, first=src), folder / "_src" / f"adv_{name}.ipynb")))
+            pool.append((f"adv_{name}", write(with_solution_code(lab, {}, first=src),
+                                              folder / "_src" / f"adv_{name}.ipynb")))
     out = {}
     for i in range(n):
         kind, src = pool[i % len(pool)]
@@ -70,101 +93,197 @@ def build(lab: str, n: int, folder: Path) -> dict[str, tuple[str, Path]]:
     return out
 
 
-def standalone(lab, subs, out: Path, workers: int) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    grade_batch([Entry(s, p) for s, (_, p) in subs.items()], lab, out, workers=workers, progress=True)
-    dt = time.perf_counter() - t0
-    scores = {}
-    for p in (out / "students").glob("*.json"):
-        rec = json.loads(p.read_text())
-        scores[rec["student"]] = rec["score"]
-    return dt, scores
+# ---------------------------------------------------------------- standalone
 
+def standalone(lab: str, subs: dict, out: Path, workers: int) -> dict:
+    """Grade `subs` with grade_batch; the times at which each record came back."""
+    done: list[tuple[float, dict]] = []
+    before = load()
+    t0 = clock()
+    grade_batch([Entry(s, p) for s, (_, p) in subs.items()], lab, out, workers=workers, progress=False,
+                on_record=lambda rec: done.append((clock(), rec)))
+    total = clock() - t0
+    if len(done) != len(subs):
+        raise SystemExit(f"standalone graded {len(done)} of {len(subs)} submissions")
+    times = [t - t0 for t, _ in done]
+    w = min(workers, len(subs))
+    steady_n = len(subs) - w
+    return {"workers": workers, "submissions": len(subs), "total_s": round(total, 3),
+            "startup_s": round(times[w - 1], 3),       # every worker has its sandbox and one notebook done
+            "steady_s_per_submission": round((times[-1] - times[w - 1]) / steady_n, 4) if steady_n else None,
+            "each_notebook_s": spread(rec["seconds"] for _, rec in done[w:]) if steady_n else {},
+            "scores": {rec["student"]: rec["score"] for _, rec in done},
+            "load_average_1min": [before, load()]}
+
+
+# ---------------------------------------------------------------- nbgrader
+
+class NbgraderCourse:
+    """One scratch nbgrader course: the assignment built once, then autograde runs on
+    chosen students, each timed from its log."""
+
+    STUDENT = re.compile(r"Creating/updating student with ID '([^']+)'")
+
+    def __init__(self, lab: str, workdir: Path) -> None:
+        self.lab, self.workdir = lab, workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "nbgrader_config.py", workdir / "nbgrader_config.py")
+        shutil.copytree(ROOT / "solutions" / lab, workdir / "solutions" / lab, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        self.name = solution(lab).name
+        t0 = clock()
+        self._run("generate_assignment", lab, "--force")
+        self.build_s = round(clock() - t0, 3)
+
+    def _run(self, *args) -> list[tuple[float, str]]:
+        proc = subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=self.workdir, env=nbgrader_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = [(clock(), line) for line in proc.stdout]
+        lines.append((clock(), ""))
+        if proc.wait() != 0:
+            raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{''.join(x for _, x in lines)[-3000:]}")
+        return lines
+
+    def autograde(self, subs: dict, tag: str) -> dict:
+        """Grade subs ({student: (kind, notebook)}) under ids '<tag>_<student>'."""
+        from nbgrader.api import Gradebook
+        for student, (_, path) in subs.items():
+            dest = self.workdir / "course" / "nbgrader" / "submitted" / f"{tag}_{student}" / self.lab / self.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest)
+        before = load()
+        t0 = clock()
+        lines = self._run("autograde", self.lab, "--force", "--student", f"{tag}_*")
+        end = clock()
+        starts = [(t, m.group(1)) for t, line in lines if (m := self.STUDENT.search(line))]
+        if len(starts) != len(subs):
+            raise SystemExit(f"nbgrader autograded {len(starts)} of {len(subs)} submissions")
+        # a student's notebook takes from its line to the next student's line (the last: to exit)
+        each = [b[0] - a[0] for a, b in zip(starts, starts[1:] + [(end, None)])]
+        scores = {}
+        with Gradebook("sqlite:///" + str(self.workdir / "course" / "nbgrader" / "gradebook.db")) as gb:
+            for student in subs:
+                sub = gb.find_submission(self.lab, f"{tag}_{student}")
+                scores[student] = sum(float(g.score) for nb in sub.notebooks for g in nb.grades)
+        return {"submissions": len(subs), "total_s": round(end - t0, 3),
+                "startup_s": round(starts[0][0] - t0, 3),             # the autograde app, to its first student
+                "steady_s_per_submission": round(statistics.mean(each), 4), "each_notebook_s": spread(each),
+                "scores": scores, "load_average_1min": [before, load()]}
+
+
+# ---------------------------------------------------------------- the run
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lab", default="lab01")
-    ap.add_argument("--n", type=int, default=50)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--no-serial", action="store_true", help="skip the one-worker standalone run")
-    ap.add_argument("--nbgrader-n", type=int, default=None,
-                    help="autograde only the first N of the same submissions with nbgrader (a busy machine: "
-                         "nbgrader runs every cell of every notebook); per-submission times stay comparable")
+    ap.add_argument("--n", type=int, default=200, help="submissions graded at scale by the standalone grader")
+    ap.add_argument("--workers", type=int, default=2, help="standalone workers at scale")
+    ap.add_argument("--rounds", type=int, default=2, help="paired rounds against nbgrader (0: none)")
+    ap.add_argument("--per-round", type=int, default=4, help="submissions per paired round")
+    ap.add_argument("--out-stem", default=None, help="results file stem (default grading_LAB)")
     args = ap.parse_args(argv)
-    load0 = os.getloadavg()[0]
-    if args.n < 1:
-        ap.error(f"`--n` must be at least 1, got {args.n}.")
+    for name, lo in (("n", 1), ("workers", 1), ("rounds", 0), ("per_round", 1)):
+        if getattr(args, name) < lo:
+            ap.error(f"`--{name.replace('_', '-')}` must be an integer >= {lo}, got {getattr(args, name)}.")
+    if args.rounds * args.per_round > args.n:
+        ap.error(f"`--rounds` x `--per-round` must be at most --n={args.n}, got {args.rounds * args.per_round}.")
+
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         tmp = Path(tmp)
         subs = build(args.lab, args.n, tmp)
-        runs = {}
-        print(f"standalone, {args.workers} worker(s) ...", file=sys.stderr)
-        runs["standalone"] = standalone(args.lab, subs, tmp / "out-par", args.workers)
-        if not args.no_serial and args.workers != 1:
-            print("standalone, 1 worker ...", file=sys.stderr)
-            runs["standalone_1_worker"] = standalone(args.lab, subs, tmp / "out-serial", 1)
-        nb_subs = dict(list(subs.items())[:args.nbgrader_n or len(subs)])
-        print(f"nbgrader autograde ({len(nb_subs)} submissions) ...", file=sys.stderr)
-        t0 = time.perf_counter()
-        nb_scores = nbgrader_autograde(args.lab, {s: p for s, (_, p) in nb_subs.items()}, tmp / "nbgrader")
-        runs["nbgrader"] = (time.perf_counter() - t0, {s: sum(v.values()) for s, v in nb_scores.items()})
+        print(f"standalone, {args.n} submissions, {args.workers} worker(s) ...", file=sys.stderr)
+        scale = standalone(args.lab, subs, tmp / "scale", args.workers)
+        rounds, build_s = [], None
+        if args.rounds:
+            print("nbgrader: building the assignment ...", file=sys.stderr)
+            course = NbgraderCourse(args.lab, tmp / "nbgrader")
+            build_s = course.build_s
+            names = list(subs)
+            for r in range(args.rounds):
+                chunk = {s: subs[s] for s in names[r * args.per_round:(r + 1) * args.per_round]}
+                order = ("standalone", "nbgrader") if r % 2 == 0 else ("nbgrader", "standalone")
+                got = {}
+                for harness in order:
+                    print(f"round {r + 1}/{args.rounds}: {harness}, {len(chunk)} submissions ...", file=sys.stderr)
+                    got[harness] = (standalone(args.lab, chunk, tmp / f"round{r}", 1) if harness == "standalone"
+                                    else course.autograde(chunk, f"r{r}"))
+                differ = {s: (got["standalone"]["scores"][s], got["nbgrader"]["scores"][s]) for s in chunk
+                          if got["standalone"]["scores"][s] != got["nbgrader"]["scores"][s]}
+                rounds.append({"order": list(order), "students": list(chunk),
+                               "kinds": [subs[s][0] for s in chunk], **got,
+                               "scores_equal": not differ,
+                               "score_differences": {s: {"standalone": a, "nbgrader": b, "kind": subs[s][0]}
+                                                     for s, (a, b) in differ.items()},
+                               "ratio_nbgrader_over_standalone": round(
+                                   got["nbgrader"]["steady_s_per_submission"]
+                                   / got["standalone"]["steady_s_per_submission"], 2)
+                               if got["standalone"]["steady_s_per_submission"] else None})
 
-    n = len(subs)
-    counts = {k: (len(nb_subs) if k == "nbgrader" else n) for k in runs}
-    per = {k: v[0] / counts[k] for k, v in runs.items()}
-    mine = runs["standalone"][1]
-    theirs = runs["nbgrader"][1]
-    differ = sorted({(subs[s][0], mine.get(s), theirs.get(s)) for s in nb_subs if mine.get(s) != theirs.get(s)})
-    kinds = {}
-    for s, (kind, _) in subs.items():
-        kinds.setdefault(kind, 0)
-        kinds[kind] += 1
+    kinds: dict[str, int] = {}
+    for kind, _ in subs.values():
+        kinds[kind] = kinds.get(kind, 0) + 1
+    ratios = [r["ratio_nbgrader_over_standalone"] for r in rounds if r["ratio_nbgrader_over_standalone"]]
     result = {
-        "lab": args.lab, "submissions": n, "submissions_nbgrader": len(nb_subs), "mix": kinds,
-        "workers": args.workers, "load_average_at_start": load0,
-        "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "sandbox": Sandbox.detect().describe(), "max_score": sum(t.points for t in get_tests(args.lab).values()),
-        "seconds_total": {k: round(v[0], 2) for k, v in runs.items()},
-        "seconds_per_submission": {k: round(v, 3) for k, v in per.items()},
-        "ratio_nbgrader_over_standalone": round(per["nbgrader"] / per["standalone"], 2),
-        "ratio_nbgrader_over_standalone_1_worker": (round(per["nbgrader"] / per["standalone_1_worker"], 2)
-                                                   if "standalone_1_worker" in per else None),
-        "score_differences": [{"kind": k, "standalone": a, "nbgrader": b} for k, a, b in differ],
+        "lab": args.lab, "submissions": args.n, "mix": kinds, "cpu_count": os.cpu_count(),
+        "platform": platform.platform(), "python": platform.python_version(), "sandbox": Sandbox.detect().describe(),
+        "max_score": sum(t.points for t in get_tests(args.lab).values()),
+        "scale": {k: v for k, v in scale.items() if k != "scores"},
+        "nbgrader_assignment_build_s": build_s,
+        "paired_rounds": [{**r, "standalone": {k: v for k, v in r["standalone"].items() if k != "scores"},
+                           "nbgrader": {k: v for k, v in r["nbgrader"].items() if k != "scores"}} for r in rounds],
+        "per_round": args.per_round,
+        "ratio_nbgrader_over_standalone_per_submission": spread(ratios) if ratios else None,
+        "scores_equal_every_round": all(r["scores_equal"] for r in rounds),
     }
-    out = ROOT / "benchmarks" / "results" / "grading.json"
+    out = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_' + args.lab}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     _plot(result, out.with_suffix(".png"))
 
-    print(f"\nGrading {n} {args.lab} submissions ({', '.join(f'{k} x{v}' for k, v in sorted(kinds.items()))})")
-    print(f"{'harness':<28}{'notebooks':>10}{'total s':>10}{'s / submission':>16}")
-    for k in runs:
-        print(f"{k:<28}{counts[k]:>10}{runs[k][0]:>10.1f}{per[k]:>16.2f}")
-    print(f"nbgrader / standalone: {result['ratio_nbgrader_over_standalone']}x"
-          + (f"  (vs 1 worker: {result['ratio_nbgrader_over_standalone_1_worker']}x)"
-             if result["ratio_nbgrader_over_standalone_1_worker"] else ""))
-    if differ:
-        print("scores that differ (standalone vs nbgrader):")
-        for d in result["score_differences"]:
-            print(f"  {d['kind']:<32} standalone {d['standalone']:g}  nbgrader {d['nbgrader']:g}")
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    s = result["scale"]
+    print(f"\n{args.lab}: {args.n} submissions ({len(kinds)} kinds), standalone with {args.workers} worker(s): "
+          f"start-up {s['startup_s']:.1f} s (sandbox, imports and one notebook per worker), then "
+          f"{s['steady_s_per_submission']} s per submission (each notebook's own time: median "
+          f"{s['each_notebook_s'].get('median')} s), {s['total_s']:.1f} s in all; load {s['load_average_1min']}")
+    if rounds:
+        print(f"nbgrader assignment build (generate_assignment, once): {build_s:.1f} s")
+        print(f"{'round':>5} {'order':>22} {'standalone s/nb':>16} {'nbgrader s/nb':>14} {'nbgrader start-up':>18} "
+              f"{'ratio':>6}  scores equal")
+        for i, r in enumerate(rounds):
+            print(f"{i + 1:>5} {' then '.join(r['order']):>22} {r['standalone']['steady_s_per_submission']:>16} "
+                  f"{r['nbgrader']['steady_s_per_submission']:>14} {r['nbgrader']['startup_s']:>18} "
+                  f"{r['ratio_nbgrader_over_standalone']:>6}  {r['scores_equal']}")
+        rr = result["ratio_nbgrader_over_standalone_per_submission"]
+        print(f"nbgrader / standalone (1 worker each) per submission: median {rr['median']}x "
+              f"[{rr['min']}-{rr['max']}] over {rr['n']} rounds")
+    print(f"wrote {out} and {out.with_suffix('.png').name}")
+    return 0 if result["scores_equal_every_round"] else 1
 
 
 def _plot(result: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    per = result["seconds_per_submission"]
-    names = list(per)
-    fig, ax = plt.subplots(figsize=(6, 2.8))
-    ax.barh(names, [per[k] for k in names], color=["#4c72b0" if k.startswith("standalone") else "#dd8452"
-                                                   for k in names])
-    ax.set_xlabel("seconds per submission (lower is better)")
-    ax.set_title(f"{result['lab']}, {result['submissions']} submissions: nbgrader / standalone = "
-                 f"{result['ratio_nbgrader_over_standalone']}x", fontsize=9)
-    for i, k in enumerate(names):
-        ax.text(per[k], i, f" {per[k]:.2f}", va="center", fontsize=8)
+    s = result["scale"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.2))
+    a.barh(["start-up\n(per worker)", "steady state\n(per submission)"], [s["startup_s"], s["steady_s_per_submission"]],
+           color="#4c72b0")
+    a.set_xlabel("seconds")
+    a.set_title(f"standalone, {result['submissions']} {result['lab']} submissions, {s['workers']} workers", fontsize=9)
+    rounds = result["paired_rounds"]
+    if rounds:
+        x = range(len(rounds))
+        b.bar([i - 0.2 for i in x], [r["standalone"]["steady_s_per_submission"] for r in rounds], 0.4,
+              label="standalone (1 worker)", color="#4c72b0")
+        b.bar([i + 0.2 for i in x], [r["nbgrader"]["steady_s_per_submission"] for r in rounds], 0.4,
+              label="nbgrader autograde", color="#dd8452")
+        b.set_yscale("log")
+        b.set_xticks(list(x), [f"round {i + 1}" for i in x])
+        b.set_ylabel("s per submission, steady state")
+        rr = result["ratio_nbgrader_over_standalone_per_submission"]
+        b.set_title(f"the same {result['per_round']} submissions per round\nnbgrader / standalone "
+                    f"{rr['median']}x [{rr['min']}-{rr['max']}]", fontsize=9)
+        b.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
