@@ -171,7 +171,7 @@ def test_gradescope_grades_in_its_container_as_with_bubblewrap(subs, tmp_path):
     src = tmp_path / "setup" / "source"
     with zipfile.ZipFile(bundle) as z:
         z.extractall(src)
-    r = _docker([sys.executable, "-m", "autograder.isolation.container", "build"], env={"PYTHONPATH": str(src)},
+    r = _docker([sys.executable, "-m", "autograder.isolation", "build"], env={"PYTHONPATH": str(src)},
                 cwd=src)
     assert "container tier: available" in r.stdout, r.stdout
     for name, nb in nbs.items():

@@ -22,5 +22,5 @@ chmod -R a+rX {{VENV}}
 # Gradescope's container refuses namespaces (bubblewrap cannot start there): the grader then
 # uses its container tier, whose read-only tree (the interpreter, site-packages, /usr) is
 # built here once, at image build time, instead of at every submission.
-PYTHONPATH=/autograder/source {{VENV}}/bin/python -m autograder.isolation.container build \
+PYTHONPATH=/autograder/source {{VENV}}/bin/python -m autograder.isolation build \
     || echo "note: the container tier's tree will be built when grading"

@@ -370,13 +370,13 @@ class Run:
 
 
 def main(argv: list[str]) -> int:
-    """python -m autograder.isolation.container build   (setup.sh: the tree, made at image build time)"""
+    """python -m autograder.isolation build   (setup.sh: the tree, made at image build time)"""
     if argv[:1] == ["build"]:
         print(system_root())
         why = unavailable()
         print("container tier:", why or "available")
         return 0
-    print("usage: python -m autograder.isolation.container build", file=sys.stderr)
+    print("usage: python -m autograder.isolation build", file=sys.stderr)
     return 2
 
 
