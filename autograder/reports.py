@@ -69,8 +69,10 @@ def grader_version(lab: str, root: Path | None = None) -> str:
     library, the fixtures and the release notebook (its locked setup cells run first)."""
     root = Path(root or ROOT)
     ag = root / "autograder"
-    files = [ag / "core.py", ag / "checks.py", ag / "toy_models.py", ag / "isolation.py", ag / "notebook.py",
+    files = [ag / "core.py", ag / "checks.py", ag / "toy_models.py", ag / "notebook.py", ag / "plugin.py",
              ag / "graders" / f"{lab}.py", ag / "reference" / f"{lab}.py"]
+    files += sorted((ag / "graders" / lab).rglob("*.py"))          # a lab's graders as a pytest package
+    files += sorted((ag / "isolation").glob("*.py"))
     for sub in ("graders", "reference"):
         files += [p for p in (ag / sub).glob("*.py") if not re.fullmatch(r"lab\d\d", p.stem)]
     files += sorted((root / "course").rglob("*.py"))

@@ -244,3 +244,24 @@ def test_a_record_without_the_graders_mac_is_regraded_and_never_counted(tmp_path
         assert json.loads(p.read_text())["score"] == 0
         rows = list(csv.DictReader((out / "grades.csv").open()))
         assert [r["student_id"] for r in rows] == ["ben"]
+
+
+def test_grader_version_follows_every_file_that_decides_a_grade(tmp_path):
+    """A lab's pytest package, the plugin and the isolation harness are in the hash, so a
+    resumed batch regrades after any of them changes (and not after an unrelated lab's)."""
+    import shutil
+    root = tmp_path / "course-copy"
+    (root / "autograder" / "graders" / "lab01").mkdir(parents=True)
+    (root / "autograder" / "graders" / "lab02").mkdir(parents=True)
+    (root / "autograder" / "isolation").mkdir(parents=True)
+    for rel in ("graders/lab01/test_softmax.py", "graders/lab02/test_top_p.py", "isolation/child.py", "plugin.py"):
+        (root / "autograder" / rel).write_text("# v1\n")
+    shutil.copytree(reports.ROOT / "course", root / "course", ignore=shutil.ignore_patterns("__pycache__", "nbgrader"))
+    before = reports.grader_version("lab01", root)
+    (root / "autograder" / "graders" / "lab02" / "test_top_p.py").write_text("# v2\n")
+    assert reports.grader_version("lab01", root) == before
+    for rel in ("graders/lab01/test_softmax.py", "isolation/child.py", "plugin.py"):
+        (root / "autograder" / rel).write_text(f"# changed {rel}\n")
+        now = reports.grader_version("lab01", root)
+        assert now != before, f"changing autograder/{rel} left the grader version as it was"
+        before = now
