@@ -18,11 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted(p.name for p in (ROOT / "solutions").glob("lab[0-9][0-9]") if (p / f"{p.name}.ipynb").is_file())
 # labs whose notebooks still reload the model or leave the bar on; take a lab out when its
-# notebook is fixed
-RELOADS = {"lab05": "cells measure_tiny and parity_demo load the weights three times: "
-                    "CourseDecoder.from_pretrained(TINY_MODEL_DIR) twice, load_tiny_model for a tokenizer"}
-BAR_ON = {"lab05": "no progress-bar switch before measure_tiny loads the model",
-          "lab07": "no progress-bar switch before load_model's CourseDecoder.from_pretrained(TINY_MODEL_DIR)"}
+# notebook is fixed (none today)
+RELOADS: dict[str, str] = {}
+BAR_ON: dict[str, str] = {}
 
 
 def _code_cells(lab: str) -> list[tuple[str, str]]:
