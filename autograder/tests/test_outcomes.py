@@ -1,10 +1,10 @@
 """The outcome table (autograder/tests/outcomes.py) still holds: every case of labs 00-04
 gives every variant, release, solution and adversarial notebook the verdict it had when
 the table was written. Rewrite the table (`python -m autograder.tests.outcomes LAB`) only
-when a verdict is meant to change, and say why in the commit."""
+when a verdict is meant to change, and say why in the commit. Recomputing every verdict takes
+minutes, so it runs with the end-to-end tier (e2e/test_outcome_table.py); here only the
+table's coverage is checked."""
 from __future__ import annotations
-
-import pytest
 
 from autograder.core import get_tests
 from autograder.tests import outcomes
@@ -18,10 +18,3 @@ def test_the_table_covers_every_submission_and_case():
         assert variants | {"release", "solution"} <= names, f"{lab}: rows missing from the outcome table"
         cases = {f"{name}/{c.name}" for name, t in get_tests(lab).items() for c in t.cases}
         assert set(table[f"{lab}/solution"]) == cases, f"{lab}: the table's cases are not the grader's"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("lab", outcomes.LABS)
-def test_verdicts_are_unchanged(lab):
-    diff = outcomes.differences(outcomes.load(), outcomes.compute((lab,)), (lab,))
-    assert not diff, "verdicts changed:\n" + "\n".join(diff[:40])
