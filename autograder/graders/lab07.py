@@ -570,7 +570,7 @@ LIVELOCK = dict(arrivals=[(0, "p3", G(5)), (0, "q1", G(4)), (1, "q2", G(2))],
 def _judge_liveness(obs):
     obs = _data(obs)
     got = per_request(obs)
-    stuck = sorted(n for n in ("p3", "q1", "q2") if got.get(n, {}).get("finish") is None)
+    stuck = sorted(n for _, n, _ in LIVELOCK["arrivals"] if got.get(n, {}).get("finish") is None)
     if stuck:
         raise Fail(f"request(s) {stuck} had not ended after {LIVELOCK['max_steps']} steps, although each fits "
                    "the pool alone (every step with a running request must give the oldest one a token)",
