@@ -1,0 +1,60 @@
+"""Graders for lab07 (the serving engine).
+
+Every engine case is a TRACE: requests arrive at given steps, some are aborted at given
+steps, and the probe steps the student's Engine to the end on a FakeClock. The model the
+engine gets is wrapped in a `Watch` (built in the student's process, like any input):
+it logs every forward pass as rows [request, cached tokens, new tokens] and keeps each
+request's cache, so a probe can read a request's blocks straight from the allocator
+instead of trusting what the engine says about itself. The tests rerun the same trace
+on the reference engine (course.engine) and compare plain data: tokens, text, finish
+reasons, who was in which forward pass, blocks held. Liveness is judged under a step
+cap (the trace's max_steps), never a wall clock.
+
+Two models: a scripted batched model (course.batched.ScriptedBatchedModel: exact
+scripted sequences, injected errors and NaN) and the shipped tiny model (tokens equal
+to each request's solo run, logits within 1e-4).
+
+    probes.py     the scripted world, Watch, run_trace, the TRACES table by name, the probes
+    judging.py    the trace checks the tests share (shape, per request, the reference's run)
+    test_*.py     one file per exercise or property, judged against autograder/reference/lab07.py
+
+Contract coverage (clause -> the hidden cases that fail when it is broken):
+
+Engine (the notebook's given class) over check_admission, schedule, run_batch, advance, finish, abort_request
+  | clause                                              | case(s)                                          |
+  | each request's tokens as if it ran alone            | scripted_staggered_arrivals, tiny_model_..       |
+  | prefill and decodes in ONE forward per step         | prefill_and_decode_share_a_forward               |
+  | at most max_batch requests run                      | max_batch_is_respected                           |
+  | endings: EOS, stop token, stop string, length       | eos_stop_token_stop_string_length                |
+  | stop strings across tokens, never streamed          | stop_string_across_tokens_never_streamed         |
+  | deadline ends running and waiting requests          | deadline_ends_running_and_waiting                |
+  | a model error / NaN ends only its request           | model_error_ends_only_its_request, nan_logits_.. |
+  | an ending frees blocks in its own step              | blocks_released_in_the_finishing_step            |
+  | no forward for a finished request                   | no_forward_after_finishing                       |
+  | abort frees blocks now, no output after             | abort_after_*_steps, abort_a_waiting_request     |
+  | a late abort is ignored                             | late_abort_is_ignored                            |
+  | FCFS: the oldest is never skipped, never starved    | fcfs_head_is_not_skipped, no_request_waits_..    |
+  | admission within the block budget and watermark     | admission_respects_the_block_budget, watermark.. |
+  | liveness: no watermark with nothing running; every  | every_admissible_request_finishes                |
+  |   request that fits alone ends (a step cap)         |                                                  |
+  | preemption: the newest, recomputed, same tokens     | preempted_requests_keep_their_tokens, preempts.. |
+  | batching pays: 8 concurrent >= 4x sequential        | throughput_on_the_cost_model                     |
+  | spans: queue, prefill, decode; tokens; endings      | stages_per_request, ttft_tpot_queue_per_request  |
+  | counters per step: batch_size, kv_blocks_in_use     | counters_per_step                                |
+  | QueueFull, RequestRefused, ValueError(prompt_ids)   | queue_full, refuses_what_never_fits, rejects_..  |
+  | refused exactly when it cannot run alone (P+M-1)    | refuses_what_never_fits                          |
+replay_in_engine(engine_cls, record)
+  | each Lab 03 sample: tokens, streamed text, finish   | replays_length, replays_cancelled, replays_..    |
+  |   reason, pool empty after; None for a filter       | content_filter_sample_is_not_replayable          |
+"""
+LAB = "lab07"
+
+API = {
+    "check_admission": "(engine, prompt_ids, params)",
+    "schedule": "(engine)",
+    "run_batch": "(engine, batch)",
+    "advance": "(engine, req, logits, now)",
+    "finish": "(engine, req, reason, now, *, new=(), text=None, stop_reason=None, error=None)",
+    "abort_request": "(engine, request_id)",
+    "replay_in_engine": "(engine_cls, record)",
+}

@@ -1,0 +1,57 @@
+"""check_admission (say no early): the hidden cases of the cell admission_says_no_early."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.checks import rejects
+from autograder.core import Fail, describe, is_raised
+
+pytestmark = [pytest.mark.cell("admission_says_no_early",
+                               description="a full queue, a request that never fits, a bad prompt"),
+              pytest.mark.probe("admission")]
+
+
+def attempts(obs) -> dict:
+    """{attempt: "accepted" or the exception record} as the admission probe gives it."""
+    if not isinstance(obs, dict):
+        raise Fail("the probe returned an unexpected observation", got=describe(obs))
+    return obs
+
+
+@pytest.mark.cell(visible=True)
+def test_queue_full(observation):
+    """Two requests fit under max_waiting=2; the third raises QueueFull."""
+    obs = attempts(observation)
+    if obs.get("first") != "accepted" or obs.get("second") != "accepted":
+        raise Fail("requests under max_waiting were refused", got=obs)
+    g = obs.get("third")
+    if not is_raised(g) or g["__raised__"] != "QueueFull":
+        raise Fail("a request beyond max_waiting=2 waiting was not refused with QueueFull", expected="QueueFull",
+                   got=describe(g) if g is not None else None,
+                   hint="Raise QueueFull in add_request when len(waiting) >= max_waiting: say no now (HTTP 429).")
+
+
+def test_refuses_what_never_fits(observation):
+    """RequestRefused exactly when prompt + max_tokens - 1 tokens cannot fit the empty pool."""
+    obs = attempts(observation)
+    g = obs.get("too_big")
+    if not is_raised(g) or g["__raised__"] != "RequestRefused":
+        raise Fail("a request whose prompt + max_tokens - 1 tokens can never fit the pool was not refused",
+                   expected="RequestRefused", got=describe(g) if g is not None else None,
+                   hint="blocks_needed(len(prompt) + max_tokens - 1, block_size) > num_blocks: it would wait forever.")
+    if obs.get("fits_alone") != "accepted":
+        raise Fail("a request that fits the pool alone was refused because of the watermark", expected="accepted",
+                   got=describe(obs.get("fits_alone")),
+                   hint="Refuse only what could not run alone in an empty pool: the watermark is a reserve for "
+                        "running requests, and a request that runs alone has nobody to keep it for.")
+    if obs.get("just_fits") != "accepted":
+        raise Fail("a request that fits the pool exactly was refused", expected="accepted",
+                   got=describe(obs.get("just_fits")), hint="The last token is returned, never fed back: "
+                                                            "count prompt + max_tokens - 1 tokens.")
+
+
+def test_rejects_bad_prompt_ids(observation):
+    """An empty prompt and an out-of-vocabulary id raise ValueError naming `prompt_ids`."""
+    obs = attempts(observation)
+    rejects({"result": obs.get("empty")}, "add_request([], params)", "prompt_ids", [])
+    rejects({"result": obs.get("out_of_vocab")}, "add_request([99], params)", "prompt_ids", 99)

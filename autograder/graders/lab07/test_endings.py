@@ -1,0 +1,87 @@
+"""advance and finish (every way a request ends): the hidden cases of the cell every_ending_frees_its_blocks."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.checks import one_thread
+from autograder.core import Fail
+
+from .judging import case, data, per_request, pool_full_at_end, rows_per_step, same_requests
+
+pytestmark = pytest.mark.cell("every_ending_frees_its_blocks", description="every ending has the right reason, "
+                                                                           "keeps others running and frees blocks "
+                                                                           "in its step")
+ENDINGS_HINT = ("After appending the token check, in this order: EOS (not with ignore_eos), stop_token_ids, "
+                "stop strings in the WHOLE text, then max_tokens.")
+ERROR_HINT = ("When forward_batch raises, recompute each request alone and end only those that fail alone "
+              "with `error`; a NaN row ends only its request.")
+
+
+@pytest.mark.probe("trace", "endings")
+@pytest.mark.cell(points=2, visible=True)
+def test_eos_stop_token_stop_string_length(observation):
+    """EOS, a stop token, a stop string and max_tokens: the reference's tokens, reasons and stop_reason."""
+    with one_thread():
+        same_requests(observation, "endings", ("tokens", "finish", "stop_reason"), ENDINGS_HINT)
+
+
+@pytest.mark.probe("trace", "endings")
+def test_stop_string_across_tokens_never_streamed(observation):
+    """A stop string split over two tokens is matched, and none of it is streamed."""
+    with one_thread():
+        same_requests(observation, "endings", ("text", "tokens"), "Match stop strings in the whole generated text "
+                      "(they span tokens) and stream only text that can no longer become part of one (holdback).")
+
+
+@pytest.mark.probe("trace", "endings")
+@pytest.mark.cell(points=2)
+def test_blocks_released_in_the_finishing_step(observation):
+    """A request that ends holds no block after the step it ended in."""
+    with one_thread():
+        obs = data(observation)
+        for i, step in enumerate(obs["steps"]):
+            for name, held in step["finished_blocks"].items():
+                if held:
+                    raise Fail(f"request {name!r} ended at step {i} but still held {held} KV block(s) after that "
+                               "step", expected=0, got=held, hint="Release the request's cache in the same step it "
+                                                                  "ends, before step() returns.")
+        pool_full_at_end(obs)
+
+
+@pytest.mark.probe("trace", "endings")
+def test_no_forward_after_finishing(observation):
+    """A finished request is never fed to the model again and gets no output after its last."""
+    with one_thread():
+        obs = data(observation)
+        reqs = per_request(obs)
+        fed = rows_per_step(obs)
+        for name, r in reqs.items():
+            if r["finished_at"] is None:
+                continue
+            for i in range(r["finished_at"] + 1, len(obs["steps"])):
+                if any(row[0] == name for row in fed[i]):
+                    raise Fail(f"request {name!r} ended at step {r['finished_at']} but was fed to the model again "
+                               f"at step {i}", hint="Remove a request from `running` the moment it ends.")
+            if r["after_finish"]:
+                raise Fail(f"request {name!r} got {r['after_finish']} output(s) after its final one",
+                           hint="A finished request must never appear in a later step's outputs.")
+
+
+@pytest.mark.probe("trace", "deadline")
+def test_deadline_ends_running_and_waiting(observation):
+    """A deadline ends the running request and the one still waiting; the pool is full after."""
+    with one_thread():
+        same_requests(observation, "deadline", ("tokens", "finish"), "Before the forward, end every request "
+                      "(running or waiting) whose clock() - arrival >= deadline.")
+        pool_full_at_end(observation)
+
+
+@pytest.mark.parametrize("trace", [
+    case("model_error_ends_only_its_request", "error", probe=("trace", "error"), points=2),
+    case("nan_logits_end_only_their_request", "nan", probe=("trace", "nan")),
+])
+def test_a_failure_ends_only_its_request(observation, trace):
+    """A forward that raises, or a NaN row, ends only the request that causes it, with `error`."""
+    with one_thread():
+        same_requests(observation, trace, ("tokens", "finish"), ERROR_HINT)
+        pool_full_at_end(observation)

@@ -1,0 +1,154 @@
+"""schedule (FCFS admission, preemption, liveness, batching that pays): the hidden cases of the
+cell scheduling_is_fcfs_and_preempts_the_newest."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.checks import one_thread
+from autograder.core import Fail, is_raised
+
+from .judging import data, per_request, pool_full_at_end, rows_per_step, same_requests
+from .probes import PROMPTS, STREAM_END, TRACES
+
+pytestmark = pytest.mark.cell("scheduling_is_fcfs_and_preempts_the_newest",
+                              description="FCFS admission within the block budget, preemption by recompute, "
+                                          "batching that pays")
+
+
+@pytest.mark.probe("trace", "fcfs")
+@pytest.mark.cell(points=2, visible=True)
+def test_fcfs_head_is_not_skipped(observation):
+    """A smaller request behind a head that does not fit yet waits for it."""
+    with one_thread():
+        obs = data(observation)
+        first = {}
+        for i, call in enumerate(obs["log"]):
+            for row in call:
+                first.setdefault(row[0], i)
+        if "big" not in first or ("p8" in first and first["p8"] < first["big"]):
+            raise Fail("a later, smaller request ran before the oldest waiting one", expected="big before p8",
+                       got={k: first.get(k) for k in ("big", "p8")},
+                       hint="Admit strictly in arrival order: when the head of the queue does not fit, stop "
+                            "admitting (skipping it for smaller ones can starve it forever).")
+        same_requests(obs, "fcfs")
+
+
+@pytest.mark.probe("trace", "stream")
+@pytest.mark.cell(points=2)
+def test_no_request_waits_forever(observation):
+    """A big request ends while a stream of small ones keeps arriving behind it."""
+    with one_thread():
+        r = per_request(data(observation)).get("big")
+        if r is None or r["finish"] != "length" or r["finished_at"] >= STREAM_END:
+            raise Fail("the big request was still not done when the stream of small requests behind it ended",
+                       expected=f"finished before step {STREAM_END}", got=None if r is None else r["finished_at"],
+                       hint="FCFS: the oldest waiting request goes first; requests behind it wait for it, even "
+                            "when they would fit and it does not yet.")
+
+
+@pytest.mark.probe("trace", "budget")
+@pytest.mark.cell(points=2)
+def test_admission_respects_the_block_budget(observation):
+    """More requests than the pool holds: the reference's tokens, and the pool full at the end."""
+    with one_thread():
+        same_requests(observation, "budget", ("tokens", "finish"), "Admit a request only when the blocks for its "
+                      "tokens are free (keeping the watermark), and reserve the running requests' blocks before "
+                      "the forward.")
+        pool_full_at_end(observation)
+
+
+@pytest.mark.probe("trace", "preempt")
+@pytest.mark.cell(points=2)
+def test_preempted_requests_keep_their_tokens(observation):
+    """A request is preempted and recomputed, and still gets the tokens it gets alone."""
+    with one_thread():
+        obs = data(observation)
+        recomputed = [row for call in obs["log"] for row in call if row[1] == 0 and row[2] > len(PROMPTS[row[0]])]
+        if not recomputed:
+            raise Fail("no request was preempted and recomputed, although the pool cannot hold all three to the "
+                       "end", hint="When the running requests need more blocks than are free, preempt the newest: "
+                                   "release its cache and put it back at the head of the queue.")
+        same_requests(obs, "preempt", ("tokens", "finish"), "A preempted request keeps its generated tokens; when it "
+                      "runs again it feeds prompt + generated tokens into a new cache.")
+        pool_full_at_end(obs)
+
+
+@pytest.mark.probe("trace", "preempt")
+def test_preempts_the_newest(observation):
+    """The first request preempted is the newest running one."""
+    with one_thread():
+        obs = data(observation)
+        order = ["p3", "p6", "p7"]                       # arrival order
+        rows = [[row[0] for row in step] for step in rows_per_step(obs)]
+        done = set()
+        for i in range(1, len(rows)):
+            done |= {o[0] for o in obs["steps"][i - 1]["outputs"] if o[3] is not None}
+            before = [n for n in rows[i - 1] if n not in done]
+            gone = [n for n in before if n not in rows[i]]
+            if gone:                                      # the first preemption
+                newest = max(before, key=order.index)
+                if gone[0] != newest:
+                    raise Fail("the first preempted request was not the newest running one", expected=newest,
+                               got=gone[0], hint="Preempt running[-1] (the latest admitted), like popping a stack.")
+                return
+        raise Fail("no request was preempted",
+                   hint="Preempt when the running requests need more blocks than are free.")
+
+
+@pytest.mark.probe("trace", "watermark")
+def test_watermark_kept_at_admission(observation):
+    """No step that admits a request leaves fewer free blocks than the watermark."""
+    with one_thread():
+        obs = data(observation)
+        wm = TRACES["watermark"]["config"]["watermark_blocks"]
+        for i, (step, rows) in enumerate(zip(obs["steps"], rows_per_step(obs))):
+            new = sorted(r[0] for r in rows if r[1] == 0 and r[2] == len(PROMPTS.get(r[0], [])))
+            if new and step["free"] < wm:
+                raise Fail(f"step {i} admitted {new} and left {step['free']} free block(s), under the watermark",
+                           expected=f">= {wm}", got=step["free"],
+                           hint="Admit only while num_free - blocks(prompt) >= watermark_blocks.")
+        same_requests(obs, "watermark")
+
+
+@pytest.mark.probe("trace", "livelock")
+@pytest.mark.cell(points=2)
+def test_every_admissible_request_finishes(observation):
+    """Liveness, under a step cap: every request that fits the pool alone ends, even one preempted
+    back to a size that leaves no room for the watermark."""
+    with one_thread():
+        obs = data(observation)
+        got = per_request(obs)
+        livelock = TRACES["livelock"]
+        stuck = sorted(n for _, n, _ in livelock["arrivals"] if got.get(n, {}).get("finish") is None)
+        if stuck:
+            raise Fail(f"request(s) {stuck} had not ended after {livelock['max_steps']} steps, although each fits "
+                       "the pool alone (every step with a running request must give the oldest one a token)",
+                       expected="every request ended",
+                       got={"unfinished": stuck, "free blocks at the end": obs["free_end"]},
+                       hint="With nothing running, the watermark protects nobody: admit the head if its tokens fit "
+                            "at all. Otherwise a preempted request that came back bigger than num_blocks - "
+                            "watermark_blocks waits forever on an empty pool.")
+        same_requests(obs, "livelock")
+        pool_full_at_end(obs)
+
+
+@pytest.mark.probe("throughput")
+@pytest.mark.cell(points=2)
+def test_throughput_on_the_cost_model(observation):
+    """Eight requests in one batch are at least 4x faster than one at a time on the cost model."""
+    with one_thread():
+        if is_raised(observation):
+            raise Fail(f"the throughput trace could not run: {observation['__raised__']}: "
+                       f"{observation['message']}")
+        rates = {}
+        for k in ("batched", "sequential"):
+            d = data(observation[k])
+            tokens = sum(len(r["tokens"]) for r in per_request(d).values())
+            if tokens != 8 * 16:
+                raise Fail(f"the {k} run produced {tokens} tokens", expected=128, got=tokens)
+            rates[k] = tokens / d["clock"]
+        if rates["batched"] < 4 * rates["sequential"]:
+            raise Fail("8 concurrent requests are not 4x faster than one at a time on the cost model "
+                       "(step cost = 1 + 0.05 * tokens fed)", expected=f">= {4 * rates['sequential']:.3f} tokens/s",
+                       got=round(rates["batched"], 3), hint="One forward per step for ALL running requests: the "
+                                                            "fixed cost is paid once per step, not once per request.")
