@@ -79,6 +79,9 @@ def _trusted_sources(lab: str, root: Path, hidden: list[str]) -> dict:
         elif (ag / "graders" / name / "__init__.py").is_file():    # package form: its API and probes, no tests
             mods[f"autograder.graders.{name}"] = (ag / "graders" / name / "__init__.py", True)
             mods[f"autograder.graders.{name}.probes"] = (ag / "graders" / name / "probes.py", False)
+            for helper in sorted((ag / "graders" / name).glob("_*.py")):   # the probes' private helpers
+                if helper.stem != "__init__":
+                    mods[f"autograder.graders.{name}.{helper.stem}"] = (helper, False)
     for name in hidden:
         mods[f"course.{name}"] = (root / "course" / f"{name}.py", False)
     return {k: (p.read_text(encoding="utf-8") if p.is_file() else "", pkg) for k, (p, pkg) in mods.items()}

@@ -1,0 +1,85 @@
+"""Graders for lab05 (the KV cache in memory).
+
+Inputs are built in the student's process: the shipped configs, the student's own
+BlockAllocator / PagedKVCache on the KVPool of the notebook's setup cell, the shipped
+tiny model, and `ToyPagedLM`, a deterministic decoder whose whole memory is the cache
+it is given (its logits are an integer hash of the token ids the cache gives back, in
+order), so a cache that loses, reorders or overwrites tokens changes the tokens.
+Probes return plain data; the tests recompute every expectation with
+autograder/reference/lab05.py (course.paged_kv), never trusting the student's process.
+Operation sequences for the allocator were drawn by hypothesis with derandomize=True and
+no example database, once, into datasets/fixtures/allocator_ops.json: the same sequences
+on every run, so a grade never depends on luck (nor on hypothesis running in the
+student's process).
+
+    _inputs.py    the inputs both sides build: configs, the toy decoder, the shipped model,
+                  the allocator's operation sequences (no reference)
+    probes.py     what runs in the student's process (no reference)
+    judging.py    helpers the tests share (the grading process only)
+    test_*.py     one file per exercise: kv_bytes, capacity, allocator, paged_cache,
+                  run_request, serve_all, utilisation
+
+Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
+
+kv_bytes_per_token(n_layer, n_kv_heads, head_dim, dtype_bytes)
+  | 2 * L * H_kv * D * bytes; MHA, GQA, MQA           | tiny_model_mha, gqa_llama_3_8b_bf16, mqa_one_kv_head |
+  | ValueError naming the parameter and value         | rejects_bad_sizes                                     |
+kv_bytes_for_config(config, dtype_bytes=None)
+  | both naming schemes; K/V heads, not query heads   | gpt2_config_mha, gqa_configs_count_kv_heads           |
+  | head_dim when present, else hidden // heads       | gqa_configs_count_kv_heads (qwen has no head_dim)     |
+  | torch_dtype, unless dtype_bytes overrides it      | dtype_bytes_overrides_torch_dtype                     |
+  | dtype (current transformers) before torch_dtype   | reads_dtype_of_current_transformers                   |
+requests_that_fit(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, block_size=1)
+  | worst case per request, in whole blocks; floor    | llama_16_gib, whole_blocks_round_up, none_fit         |
+  | the worst case is prompt + max_tokens - 1 tokens  | last_token_is_never_cached                            |
+  | ValueError naming the parameter                   | rejects_bad_arguments                                 |
+BlockAllocator(num_blocks, block_size)
+  | all-or-nothing, OutOfBlocks, pool unchanged       | all_or_nothing, random_operation_sequences            |
+  | distinct ids in range                             | distinct_ids_in_range                                 |
+  | double free / unknown id: ValueError naming it,   | double_free_names_the_id, unknown_id_names_the_id     |
+  |   nothing changed (validate all first)            |                                                       |
+  | refcounts: shared block kept until last free      | shared_block_kept_until_last_user                     |
+  | high_water; pool as free as it started at the end | random_operation_sequences                            |
+PagedKVCache(pool)
+  | same tokens as StaticKVCache, logits within 1e-5  | tiny_model_parity_block_4, .._block_1_and_16          |
+  | gather in block-table order                       | gather_follows_the_block_table                        |
+  | a block for token block_size * k                  | exact_multiple_of_block_size                          |
+  | OutOfBlocks leaves the cache unchanged            | out_of_blocks_leaves_the_cache_unchanged              |
+  | release returns every block, idempotent; reserve  | release_returns_every_block, reserve_is_all_or_nothing|
+run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
+  | stop / length with tokens and raw output          | eos_stop, length                                      |
+  | cancelled / timeout / content_filter released     | cancelled_releases, timeout_releases, content_filter..|
+  | content_filter before on_token: never streamed    | rejected_token_never_reaches_on_token                 |
+  | model raises or NaN at every step: error, raw     | model_raises_at_every_step, nan_logits_at_every_step  |
+  |   output kept, blocks released                    |                                                       |
+  | on_token's exception propagates, blocks released  | callback_exception_propagates_and_releases            |
+  | refused before any model call (also one block     | refuses_impossible_before_prefill                     |
+  |   over the pool: 5 + 13 - 1 tokens in 8 blocks of 2)|                                                       |
+  | refusal counts prompt + max_tokens - 1 tokens     | runs_when_it_needs_exactly_the_pool                   |
+  | no growth after 100 failing requests              | no_growth_after_100_failing_requests                  |
+serve_all(decoder, pool, requests, *, eos_token_id=None)
+  | tokens as a solo run; nothing preempted when fits | everything_fits                                       |
+  | the newest is preempted, freed, recomputed        | preempts_the_newest_and_recomputes, tiny_model_..     |
+  | impossible request refused before any model call  | refuses_impossible_before_any_model_call              |
+  | refusal counts prompt + max_tokens - 1 tokens     | runs_a_request_that_needs_exactly_the_pool            |
+utilisation(lengths, *, block_size=None, max_len=None)
+  | paged: tokens / whole blocks; contiguous: max_len | paged_blocks, contiguous_max_len, exact_blocks_..     |
+  | ValueError naming the parameter                   | rejects_bad_arguments                                 |
+"""
+LAB = "lab05"
+
+API = {
+    "kv_bytes_per_token": "(n_layer, n_kv_heads, head_dim, dtype_bytes)",
+    "kv_bytes_for_config": "(config, dtype_bytes=None)",
+    "requests_that_fit": "(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, block_size=1)",
+    "run_request": "(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=None, cancel=None, "
+                   "clock=None, deadline=None, content_filter=None, on_token=None)",
+    "serve_all": "(decoder, pool, requests, *, eos_token_id=None)",
+    "utilisation": "(lengths, *, block_size=None, max_len=None)",
+}
+
+# The graded classes, by constructor signature (API lists functions only).
+CLASSES = {
+    "BlockAllocator": "(num_blocks, block_size)",
+    "PagedKVCache": "(pool)",
+}

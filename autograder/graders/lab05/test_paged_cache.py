@@ -1,0 +1,116 @@
+"""PagedKVCache: the hidden cases of the cell paged_cache_matches_static."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import one_thread
+from autograder.core import Fail, as_tensor, close
+from autograder.reference import lab05 as ref
+
+from ._inputs import greedy_rows, keys, shipped
+
+pytestmark = pytest.mark.cell("paged_cache_matches_static",
+                              description="PagedKVCache: the decoder runs on it unchanged; blocks on demand, in "
+                                          "table order")
+
+
+def judge_parity(obs, block_size, prompt_index, steps):
+    """The tiny model's greedy tokens and logits on the student's cache equal StaticKVCache's;
+    length, blocks held, bytes and release() agree with the reference's arithmetic."""
+    from course.kv_cache import StaticKVCache
+    with one_thread():
+        decoder, prompts, _ = shipped()
+        c = decoder.config
+        prompt = prompts[prompt_index]
+        kv = StaticKVCache(c.n_layer, 1, c.n_head, len(prompt) + steps, c.head_dim)
+        tokens, rows = greedy_rows(decoder, prompt, kv, steps)
+        if obs["tokens"] != tokens:
+            raise Fail(f"greedy tokens on the tiny model (block_size={block_size}) differ from StaticKVCache",
+                       expected=tokens, got=obs["tokens"],
+                       hint="append must write the new keys/values at positions length .. length+t-1 and return "
+                            "every token of that layer in order.")
+        close(as_tensor(obs["rows"]), rows, atol=1e-5, rtol=0, what="the logits",
+              hint="The paged cache must give back exactly what was written.")
+        n = len(prompt) + steps
+        need = ref.blocks_needed(n, block_size)
+        block_bytes = block_size * ref.kv_bytes_per_token(c.n_layer, c.n_head, c.head_dim, 4)
+        got = [obs["length"], obs["table"], obs["bytes"], obs["free_after_release"]]
+        want = [n, need, need * block_bytes, 64]
+        if got != want:
+            raise Fail("[length, blocks held, bytes_allocated(), free blocks after release()] are wrong",
+                       expected=want, got=got,
+                       hint="Hold exactly ceil(length / block_size) blocks; bytes_allocated counts whole blocks; "
+                            "release() gives every block back.")
+
+
+@pytest.mark.probe("parity", 4, 0, 16)
+@pytest.mark.cell(visible=True, points=2)
+def test_tiny_model_parity_block_4(observation):
+    """Greedy decoding of the tiny model on blocks of 4: StaticKVCache's tokens and logits."""
+    judge_parity(observation, 4, 0, 16)
+
+
+@pytest.mark.probe("parity_pair", [1, 1, 12], [16, 2, 20])
+def test_tiny_model_parity_block_1_and_16(observation):
+    """The same with blocks of 1 and of 16 (other prompts and lengths)."""
+    judge_parity(observation[0], 1, 1, 12)
+    judge_parity(observation[1], 16, 2, 20)
+
+
+@pytest.mark.probe("fragmented")
+@pytest.mark.cell(points=2)
+def test_gather_follows_the_block_table(observation):
+    """Two sequences interleaved, then blocks reused: gather in block-table order, not id order."""
+    want = torch.cat([keys(9), keys(3, 100)], dim=2)
+    close(as_tensor(observation["k"]), want, atol=0, rtol=0, what="the keys returned by append",
+          hint="Gather the blocks in block-table order (position p is in block_table[p // block_size]), "
+               "not in order of block id.")
+    close(as_tensor(observation["v"]), -want, atol=0, rtol=0, what="the values returned by append")
+
+
+@pytest.mark.probe("exact_multiple")
+@pytest.mark.cell(visible=True)
+def test_exact_multiple_of_block_size(observation):
+    """8 tokens fill 2 blocks of 4; the 9th takes a third."""
+    if observation["seen"] != [[8, 2], [9, 3]]:
+        raise Fail("[length, blocks held] after 8 tokens and after 9 (block_size 4) are wrong",
+                   expected=[[8, 2], [9, 3]], got=observation["seen"],
+                   hint="8 tokens fill 2 blocks exactly; the 9th token (position 8) needs block 8 // 4 = 2, a "
+                        "new one. Grow when position >= blocks * block_size.")
+    close(as_tensor(observation["k"]), torch.cat([keys(8), keys(1, 50)], dim=2), atol=0, rtol=0,
+          what="the keys after the 9th token")
+
+
+@pytest.mark.probe("out_of_blocks")
+def test_out_of_blocks_leaves_the_cache_unchanged(observation):
+    """An append the pool has no block for raises OutOfBlocks and changes nothing."""
+    if observation["raised"] != "OutOfBlocks":
+        raise Fail("appending a token the pool has no block for should raise OutOfBlocks",
+                   expected="OutOfBlocks", got=observation["raised"] or "no exception",
+                   hint="Let the allocator's OutOfBlocks propagate, before anything is written.")
+    if not observation["same"]:
+        raise Fail("the failed append changed the cache (length, block table or the pool's free count)",
+                   expected="unchanged", got="changed",
+                   hint="Allocate first (all or nothing); write and count the tokens only after it succeeded.")
+    close(as_tensor(observation["k"]), keys(4), atol=0, rtol=0, what="the cache after the failed append")
+    close(as_tensor(observation["k2"]), torch.cat([keys(4), keys(1, 60)], dim=2), atol=0, rtol=0,
+          what="the keys once a block was free again")
+
+
+@pytest.mark.probe("release")
+def test_release_returns_every_block(observation):
+    """release() frees every block once; a second call does nothing."""
+    if observation != [3, 6, 0, [], 0]:
+        raise Fail("[blocks held for 5 tokens, free blocks after release() twice, length, block_table, "
+                   "bytes_allocated()] are wrong", expected=[3, 6, 0, [], 0], got=observation,
+                   hint="release() frees every block once, empties the table, and does nothing the second time.")
+
+
+@pytest.mark.probe("reserve")
+def test_reserve_is_all_or_nothing(observation):
+    """reserve(n) makes room for n more tokens, all or nothing."""
+    want = {"a": [3, 1], "raised": "OutOfBlocks", "b": [3, 1]}
+    if observation != want:
+        raise Fail("reserve(9) then reserve(20) on a pool of 4 blocks of 4 went wrong", expected=want,
+                   got=observation, hint="reserve(n) makes sure blocks exist for n MORE tokens, all or nothing.")
