@@ -11,9 +11,31 @@ Endpoints
     POST /v1/completions, POST /v1/chat/completions   (stream=true: server-sent events)
     GET  /v1/models, GET /health, GET /metrics         (Prometheus text format)
 
-How a request flows. The HTTP handler checks the body (400 naming the parameter and the
-value, in OpenAI's error shape), turns the prompt into token ids, and hands
-`add_request` to ONE background thread, the engine loop. That thread owns the engine:
+The API is typed: course/serve_protocol.py holds every request and response body as a
+pydantic model with its bounds, and /openapi.json publishes them (the schema is the
+documentation; `make e2e` fuzzes the live server with schemathesis from it).
+
+Limits on a request body, each answered in OpenAI's error shape before the engine sees it:
+    Content-Type     application/json (or a +json type), charset UTF-8 if one is named;
+                     anything else is 400
+    size             MAX_BODY_BYTES = 1 MiB (build_app's max_body_bytes): a larger
+                     Content-Length is 413 before one byte of the body is read; without
+                     one (chunked), reading stops with 413 as soon as the limit is passed
+    read timeout     BODY_READ_TIMEOUT_S = 10 s without a new part of the body (a client
+                     that sends less than its Content-Length) is 408; uvicorn then closes
+                     the connection after its keep-alive timeout
+    encoding         not UTF-8, or an escaped lone surrogate: 400
+    nesting          arrays and objects deeper than MAX_JSON_DEPTH = 32: 400, checked
+                     before parsing (valid requests nest 5 deep)
+    JSON             invalid JSON, NaN or Infinity, or not an object: 400
+Unknown paths answer 404 and wrong methods 405 (with Allow), in the same shape.
+
+How a request flows. The handler reads the body within those limits; parsing, checking
+against the request model (400 naming the parameter and the value, in OpenAI's error
+shape) and turning the prompt into token ids run in a worker thread
+(anyio.to_thread), so a large prompt never stalls the event loop, /health or other
+streams. It then hands `add_request` to ONE background thread, the engine loop. That
+thread owns the engine:
 it runs queued commands (add, abort), calls `engine.step()`, and routes every
 RequestOutput to the asyncio queue of its request. The handler reads its queue and
 writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body. Overload (the
@@ -71,7 +93,6 @@ import argparse
 import asyncio
 import collections
 import json
-import math
 import secrets
 import socket
 import threading
@@ -82,12 +103,19 @@ from typing import Any, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
 
-from ._checks import check_int, check_number, check_optional, check_type, is_int, is_number
+from ._checks import check_int, check_number, check_optional, check_type
+from .serve_protocol import (DEFAULT_COMPLETION_MAX_TOKENS, MAX_BODY_BYTES, MAX_JSON_DEPTH,  # noqa: F401
+                             MAX_STOP_STRINGS, ChatCompletionRequest, ChatCompletionResponse,
+                             ChatCompletionResponseChoice, ChatMessage, CompletionRequest, CompletionResponse,
+                             CompletionResponseChoice, ErrorResponse, HealthResponse, ModelList, UsageInfo,
+                             explain, json_depth_exceeds, request_schemas, short)
 
 MODEL_NAME = "tiny-model"
-MAX_STOP_STRINGS = 16          # the course generation loop's limit (OpenAI's is 4)
-DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions
+# A body whose next part does not arrive within this many seconds is answered 408 (a client
+# that sends less than its Content-Length must not hold a request open for ever).
+BODY_READ_TIMEOUT_S = 10.0
 
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py), seconds; TPOT_BUCKETS serve both the
 # inter-token latency and the per-request TPOT histograms, as in vLLM.
@@ -144,50 +172,43 @@ class ParsedRequest:
     model: str
 
 
-COMMON_FIELDS = {"model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "stop",
-                 "seed", "n", "user", "top_k", "ignore_eos", "stop_token_ids", "logprobs",
-                 "presence_penalty", "frequency_penalty", "logit_bias"}
-COMPLETION_FIELDS = COMMON_FIELDS | {"prompt", "echo", "best_of", "suffix"}
-CHAT_FIELDS = COMMON_FIELDS | {"messages", "max_completion_tokens", "top_logprobs"}
+def check_content_type(content_type: str | None) -> None:
+    """400 unless the body is declared JSON (application/json, or a `+json` type) in UTF-8."""
+    media, _, rest = (content_type or "").partition(";")
+    media = media.strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        raise APIErrorResponse(400, f"The request body must be JSON: Content-Type must be application/json, "
+                                    f"got {short(content_type)}.", code="invalid_content_type")
+    for param in rest.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            raise APIErrorResponse(400, f"The request body must be UTF-8, got a Content-Type of "
+                                        f"{short(content_type)}.", code="invalid_encoding")
 
 
-def _number(body: dict, name: str, default, lo: float, hi: float, *, lo_open: bool = False) -> float:
-    value = body.get(name)
-    if value is None:
-        return default
-    ok = is_number(value) and math.isfinite(value) and (value > lo if lo_open else value >= lo) and value <= hi
-    if not ok:
-        left = "(" if lo_open else "["
-        raise invalid(name, f"`{name}` must be a number in {left}{lo!r}, {hi!r}], got {value!r}.")
-    return float(value)
-
-
-def _int(body: dict, name: str, default, lo: int | None = None, hi: int | None = None):
-    value = body.get(name)
-    if value is None:
-        return default
-    if not is_int(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
-        what = (f"an integer in [{lo}, {hi}]" if lo is not None and hi is not None
-                else f"an integer >= {lo}" if lo is not None else "an integer")
-        raise invalid(name, f"`{name}` must be {what}, got {value!r}.")
+def parse_body(raw: bytes):
+    """The bytes of a request body -> its JSON value; 400 in OpenAI's shape unless they
+    are UTF-8, nest at most MAX_JSON_DEPTH deep and are valid JSON (RFC 8259: no NaN)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise APIErrorResponse(400, f"The request body must be UTF-8, got the byte {raw[exc.start]:#04x} at "
+                                    f"position {exc.start}.", code="invalid_encoding") from None
+    if json_depth_exceeds(text):
+        raise APIErrorResponse(400, f"The request body must nest arrays and objects at most {MAX_JSON_DEPTH} "
+                                    "deep.", code="invalid_json")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+        if "\\u" in text:                 # an escaped lone surrogate is not text (nor printable in a reply)
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, UnicodeEncodeError, RecursionError) as exc:
+        where = f" ({exc.msg} at character {exc.pos})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise APIErrorResponse(400, f"The body must be valid JSON{where}.", code="invalid_json") from None
     return value
 
 
-def _bool(body: dict, name: str, default: bool) -> bool:
-    value = body.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise invalid(name, f"`{name}` must be true or false, got {value!r}.")
-    return value
-
-
-def _unsupported(body: dict, name: str, allowed: tuple, why: str) -> None:
-    """Parameters we accept only at their neutral value (e.g. n=1, echo=false)."""
-    value = body.get(name)
-    if value is not None and not any(type(value) is type(a) and value == a for a in allowed):
-        raise invalid(name, f"`{name}` must be {' or '.join(json.dumps(a) for a in allowed)} ({why}), "
-                            f"got {value!r}.")
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 def render_chat(messages) -> str:
@@ -198,143 +219,106 @@ def render_chat(messages) -> str:
     message "{content}<|endoftext|>", and the last message must be the user's.
     """
     if not isinstance(messages, list) or not messages:
-        raise invalid("messages", f"`messages` must be a non-empty list of messages, got {messages!r}.")
+        raise invalid("messages", f"`messages` must be a non-empty list of messages, got {short(messages)}.")
     parts = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
-            raise invalid(f"messages[{i}]", f"`messages[{i}]` must be an object with role and content, got {m!r}.")
+            raise invalid(f"messages[{i}]", f"`messages[{i}]` must be an object with role and content, "
+                                            f"got {short(m)}.")
         role, content = m.get("role"), m.get("content")
         if role not in ("user", "assistant"):
             raise invalid(f"messages[{i}].role",
                           f"`messages[{i}].role` must be 'user' or 'assistant' (the tiny model has no "
-                          f"system prompt), got {role!r}.")
+                          f"system prompt), got {short(role)}.")
         if isinstance(content, list):   # content parts: text only
             if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
                        for p in content):
                 raise invalid(f"messages[{i}].content",
-                              f"`messages[{i}].content` must be a string or text parts, got {content!r}.")
+                              f"`messages[{i}].content` must be a string or a list of text parts, "
+                              f"got {short(content)}.")
             content = "".join(p["text"] for p in content)
         if not isinstance(content, str):
-            raise invalid(f"messages[{i}].content", f"`messages[{i}].content` must be a string, got {content!r}.")
+            raise invalid(f"messages[{i}].content",
+                          f"`messages[{i}].content` must be a string or a list of text parts, got {short(content)}.")
         parts.append(f"User: {content}\nCall: " if role == "user" else f"{content}<|endoftext|>")
     if messages[-1].get("role") != "user":
         raise invalid("messages", "`messages` must end with a user message, got a last role of "
-                                  f"{messages[-1].get('role')!r}.")
+                                  f"{short(messages[-1].get('role'))}.")
     return "".join(parts)
 
 
 def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len: int,
                   vocab_size: int | None = None, request_timeout: float | None = None) -> ParsedRequest:
-    """Check an OpenAI request body (kind "completion" or "chat") and turn it into
-    prompt ids + engine parameters. Raises APIErrorResponse (400, or 404 for an
-    unknown model) naming the first bad parameter and its value."""
+    """Check an OpenAI request body (kind "completion" or "chat") against its model in
+    course.serve_protocol and turn it into prompt ids + engine parameters. Raises
+    APIErrorResponse (400, or 404 for an unknown model) naming the first bad parameter
+    and its value. Tokenizes: the server calls it off the event loop."""
     if not isinstance(body, dict):
         raise APIErrorResponse(400, f"The request body must be a JSON object, got {type(body).__name__}.")
-    known = COMPLETION_FIELDS if kind == "completion" else CHAT_FIELDS
-    for name in body:
-        if name not in known:
-            raise invalid(name, f"Unrecognized request argument supplied: `{name}`.")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise invalid("model", f"`model` must be a string, got {model!r}.")
-    if model != model_name:
-        raise APIErrorResponse(404, f"The model `{model}` does not exist; this server serves `{model_name}`.",
-                               param="model", code="model_not_found")
+    schema = CompletionRequest if kind == "completion" else ChatCompletionRequest
+    try:
+        req = schema.model_validate(body)
+    except ValidationError as exc:
+        raise invalid(*explain(exc, schema, body)) from None
+    if req.model != model_name:
+        raise APIErrorResponse(404, f"The model `{short(req.model)[1:-1]}` does not exist; this server serves "
+                                    f"`{model_name}`.", param="model", code="model_not_found")
 
     # -- the prompt
     if kind == "completion":
-        prompt = body.get("prompt")
+        prompt, prompt_param = req.prompt, "prompt"
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]            # a batch of one is one prompt
         if isinstance(prompt, str):
-            if not prompt:
-                raise invalid("prompt", "`prompt` must be a non-empty string, got ''.")
             prompt_ids = _encode(tokenizer, prompt, "prompt")
-        elif isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
-            bad = [t for t in prompt if t < 0 or (vocab_size is not None and t >= vocab_size)]
+        else:
+            bad = [t for t in prompt if vocab_size is not None and t >= vocab_size]
             if bad:
                 raise invalid("prompt", f"`prompt` token ids must be in [0, {vocab_size}), got {bad[0]!r}.")
             prompt_ids = list(prompt)
-        else:
-            raise invalid("prompt", "`prompt` must be a string or a list of token ids (one prompt; "
-                                    f"n=1), got {_short(prompt)}.")
-        max_tokens = _int(body, "max_tokens", DEFAULT_COMPLETION_MAX_TOKENS, 1)
-        _unsupported(body, "echo", (False,), "echo is not supported")
-        _unsupported(body, "best_of", (1,), "one choice per request")
-        _unsupported(body, "suffix", ("",), "suffix is not supported")
-        _unsupported(body, "logprobs", (0,), "logprobs are not supported")
+        max_tokens = DEFAULT_COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens
     else:
-        prompt_ids = _encode(tokenizer, render_chat(body.get("messages")), "messages")
-        if body.get("max_tokens") is not None and body.get("max_completion_tokens") is not None:
+        prompt_param = "messages"
+        prompt_ids = _encode(tokenizer, render_chat(body["messages"]), "messages")
+        if req.max_tokens is not None and req.max_completion_tokens is not None:
             raise invalid("max_completion_tokens", "Give `max_tokens` or `max_completion_tokens`, not both.")
-        name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-        max_tokens = _int(body, name, None, 1)
+        max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         if max_tokens is None:          # as in vLLM: whatever the context has left
             max_tokens = max(1, max_model_len - len(prompt_ids))
-        _unsupported(body, "logprobs", (False,), "logprobs are not supported")
-        _unsupported(body, "top_logprobs", (0,), "logprobs are not supported")
 
+    if len(prompt_ids) >= max_model_len:
+        raise invalid(prompt_param, f"`{prompt_param}` must be at most {max_model_len - 1} tokens (the model's "
+                                    f"context is {max_model_len}), got {len(prompt_ids)} tokens.")
     if len(prompt_ids) + max_tokens > max_model_len:
         raise invalid("max_tokens", f"`max_tokens` must be at most {max_model_len - len(prompt_ids)} "
                                     f"(the model's context is {max_model_len} tokens and the prompt has "
                                     f"{len(prompt_ids)}), got {max_tokens!r}.")
 
-    # -- sampling and stopping
-    _unsupported(body, "n", (1,), "one choice per request")
-    _unsupported(body, "presence_penalty", (0, 0.0), "penalties are not supported")
-    _unsupported(body, "frequency_penalty", (0, 0.0), "penalties are not supported")
-    if body.get("logit_bias") not in (None, {}):
-        raise invalid("logit_bias", f"`logit_bias` is not supported, got {_short(body['logit_bias'])}.")
-    if body.get("user") is not None and not isinstance(body["user"], str):
-        raise invalid("user", f"`user` must be a string, got {body['user']!r}.")
-    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
-    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
-    top_k = _int(body, "top_k", None, 1) if body.get("top_k") not in (-1, 0) else None   # vLLM: -1/0 = off
-    seed = body.get("seed")
-    if seed is not None and not (is_int(seed) and -2 ** 63 <= seed < 2 ** 63):
-        raise invalid("seed", f"`seed` must be a 64-bit integer, got {seed!r}.")
+    # -- sampling and stopping (bounds and types were checked by the model)
+    temperature = 1.0 if req.temperature is None else req.temperature
+    top_p = 1.0 if req.top_p is None else req.top_p
+    top_k = None if req.top_k in (None, -1, 0) else req.top_k      # vLLM: -1/0 = off
+    seed = req.seed
     if seed is None and temperature > 0:
         seed = secrets.randbits(63)     # the course's sampler always draws from a seeded generator
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        stop = [stop]
-    if stop is None:
-        stop = []
-    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) \
-            or len(stop) > MAX_STOP_STRINGS:
-        raise invalid("stop", f"`stop` must be a non-empty string or a list of at most {MAX_STOP_STRINGS} "
-                              f"non-empty strings, got {_short(body.get('stop'))}.")
-    stop_token_ids = body.get("stop_token_ids") or []
-    if not isinstance(stop_token_ids, list) or not all(is_int(t) and t >= 0 for t in stop_token_ids):
-        raise invalid("stop_token_ids", f"`stop_token_ids` must be a list of integers >= 0, "
-                                        f"got {_short(body.get('stop_token_ids'))}.")
-    ignore_eos = _bool(body, "ignore_eos", False)
-    stream = _bool(body, "stream", False)
-    options = body.get("stream_options")
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    stream = bool(req.stream)
     include_usage = False
-    if options is not None:
+    if req.stream_options is not None:
         if not stream:
             raise invalid("stream_options", "`stream_options` is only allowed when `stream` is true, "
-                                            f"got {_short(options)}.")
-        if not isinstance(options, dict) or set(options) - {"include_usage", "continuous_usage_stats"}:
-            raise invalid("stream_options", f"`stream_options` must be an object like "
-                                            f'{{"include_usage": true}}, got {_short(options)}.')
-        include_usage = _bool(options, "include_usage", False)
+                                            f"got {short(body.get('stream_options'))}.")
+        include_usage = bool(req.stream_options.include_usage)
     params = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": seed,
-              "max_tokens": max_tokens, "stop": stop, "stop_token_ids": list(stop_token_ids),
-              "ignore_eos": ignore_eos, "deadline": request_timeout}
-    return ParsedRequest(prompt_ids, params, stream, include_usage, model)
+              "max_tokens": max_tokens, "stop": stop, "stop_token_ids": list(req.stop_token_ids or []),
+              "ignore_eos": bool(req.ignore_eos), "deadline": request_timeout}
+    return ParsedRequest(prompt_ids, params, stream, include_usage, req.model)
 
 
 def _encode(tokenizer, text: str, param: str) -> list[int]:
     if tokenizer is None:
-        raise invalid(param, f"`{param}` must be token ids: this server has no tokenizer, got {_short(text)}.")
+        raise invalid(param, f"`{param}` must be token ids: this server has no tokenizer, got {short(text)}.")
     return tokenizer.encode(text, add_special_tokens=False)
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ---------------------------------------------------------------- the engine loop
@@ -668,11 +652,16 @@ def _engine_errors() -> tuple:
 
 def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len: int = 1024,
               make_params: Callable[[dict], Any] | None = None, request_timeout: float | None = None,
-              metrics_prefix: str = "course:"):
+              metrics_prefix: str = "course:", max_body_bytes: int = MAX_BODY_BYTES,
+              body_read_timeout: float = BODY_READ_TIMEOUT_S):
     """A FastAPI app serving `engine` (anything with add_request/step/abort/
     has_unfinished/stats). The engine loop starts and stops with the app's lifespan;
     `app.state.engine_loop` and `app.state.metrics` are there for tests and demos."""
     from contextlib import asynccontextmanager
+
+    import anyio
+    from starlette.exceptions import HTTPException
+    from starlette.requests import ClientDisconnect
 
     missing = [m for m in ENGINE_METHODS if not callable(getattr(engine, m, None))]
     if missing:
@@ -684,6 +673,8 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     check_int("max_model_len", max_model_len, 1)
     check_optional("request_timeout", request_timeout, check_number, 0, lo_open=True)
     check_type("metrics_prefix", metrics_prefix, str, "a str")
+    check_int("max_body_bytes", max_body_bytes, 1)
+    check_number("body_read_timeout", body_read_timeout, 0, lo_open=True)
     metrics = ServerMetrics(metrics_prefix)
     engine_loop = EngineLoop(engine, make_params=make_params or default_make_params(), metrics=metrics)
     metrics.watch(engine_loop.stats)
@@ -697,7 +688,10 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
         finally:
             engine_loop.stop()
 
-    app = FastAPI(title="course.serve", lifespan=lifespan)
+    app = FastAPI(title="course.serve", version="1", lifespan=lifespan,
+                  description="An OpenAI-compatible API over the course engine. Request bodies: JSON "
+                              f"(application/json, UTF-8), at most {max_body_bytes} bytes, arrays and objects "
+                              f"nested at most {MAX_JSON_DEPTH} deep. Every error has OpenAI's shape.")
     app.state.engine_loop, app.state.metrics = engine_loop, metrics
 
     def error(err: APIErrorResponse) -> JSONResponse:
@@ -707,32 +701,84 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     async def _api_error(request, exc: APIErrorResponse):
         return error(exc)
 
-    @app.get("/health")
+    @app.exception_handler(HTTPException)
+    async def _http_error(request, exc: HTTPException):
+        """Routing errors (unknown path, wrong method) in OpenAI's shape."""
+        if exc.status_code == 404:
+            message, code = f"Unknown path {short(request.url.path)}.", "not_found"
+        elif exc.status_code == 405:
+            message = (f"Method {request.method} is not allowed on {short(request.url.path)}; allowed: "
+                       f"{(exc.headers or {}).get('Allow', '')}.")
+            code = "method_not_allowed"
+        else:
+            message, code = str(exc.detail), None
+        err = APIErrorResponse(exc.status_code, message, code=code)
+        return JSONResponse(err.body(), status_code=exc.status_code, headers={**err.headers(), **(exc.headers or {})})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request, exc: Exception):
+        return error(APIErrorResponse(500, f"{type(exc).__name__}: {exc}", type="server_error"))
+
+    @app.get("/health", response_model=HealthResponse)
     async def health():
         return {"status": "ok", "model": model_name, **engine_loop.stats()}
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format."}})
     async def prometheus():
         from prometheus_client import CONTENT_TYPE_LATEST
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", response_model=ModelList)
     async def models():
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
                                             "owned_by": "course", "max_model_len": max_model_len}]}
 
+    async def read_body(request: Request) -> bytes:
+        """The body, refused (413) as soon as it is known to be too large: by its
+        Content-Length before reading anything, else once the parts read pass the limit.
+        A part that does not come within body_read_timeout answers 408."""
+        check_content_type(request.headers.get("content-type"))
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_body_bytes:
+            raise _too_large(f"a Content-Length of {int(length)}")
+        parts, size = [], 0
+        stream = request.stream()
+        while True:
+            try:
+                async with asyncio.timeout(body_read_timeout):
+                    part = await anext(stream)
+            except StopAsyncIteration:
+                return b"".join(parts)
+            except TimeoutError:
+                raise APIErrorResponse(408, f"The request body stopped arriving: no part came within "
+                                            f"{body_read_timeout:g} s ({size} bytes read).",
+                                       code="request_timeout") from None
+            size += len(part)
+            if size > max_body_bytes:
+                raise _too_large("more")
+            parts.append(part)
+
+    def _too_large(got: str) -> APIErrorResponse:
+        return APIErrorResponse(413, f"The request body must be at most {max_body_bytes} bytes, got {got}.",
+                                code="request_too_large")
+
+    def check(raw: bytes, kind: str) -> ParsedRequest:
+        """Parse, validate and tokenize: CPU work proportional to the body, run off the event loop."""
+        return parse_request(parse_body(raw), kind, tokenizer, model_name=model_name, max_model_len=max_model_len,
+                             vocab_size=vocab_size, request_timeout=request_timeout)
+
     async def handle(request: Request, kind: str):
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            metrics.rejected.labels("invalid").inc()
-            return error(APIErrorResponse(400, "The body must be valid JSON."))
-        try:
-            parsed = parse_request(body, kind, tokenizer, model_name=model_name, max_model_len=max_model_len,
-                                   vocab_size=vocab_size, request_timeout=request_timeout)
+            raw = await read_body(request)
+            parsed = await anyio.to_thread.run_sync(check, raw, kind)
         except APIErrorResponse as err:
             metrics.rejected.labels("invalid").inc()
             return error(err)
+        except ClientDisconnect:
+            metrics.rejected.labels("invalid").inc()
+            return Response(status_code=400)          # nobody is left to read it
         try:
             rid, queue = await engine_loop.submit(parsed.prompt_ids, parsed.params)
         except Exception as exc:
@@ -751,13 +797,27 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
                                           type="server_error", code="engine_error"))
         return answer.body(out_text, last)
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", **_documented(CompletionRequest, CompletionResponse))
     async def completions(request: Request):
         return await handle(request, "completion")
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", **_documented(ChatCompletionRequest, ChatCompletionResponse))
     async def chat_completions(request: Request):
         return await handle(request, "chat")
+
+    def openapi() -> dict:
+        """FastAPI's schema plus the request models, which the routes read themselves
+        (to bound the body before parsing it) and so only name by reference."""
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(request_schemas())
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
 
     class _AbortingStream(StreamingResponse):
         """A stream that aborts its request however it ends (done, disconnect, error)."""
@@ -773,6 +833,34 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
                 self._loop.abort(self._rid)   # a no-op when it finished normally
 
     return app
+
+
+ERROR_STATUSES = {
+    400: "Invalid request: a parameter (named in `param`), or a body that is not JSON-typed, not UTF-8, "
+         "not a JSON object or nested too deep.",
+    404: "Unknown model.",
+    408: "The body stopped arriving before its end.",
+    413: "The body is larger than the limit.",
+    429: "The engine's waiting queue is full; retry after Retry-After seconds.",
+    500: "The engine failed on this request.",
+    503: "The server is shutting down.",
+}
+
+
+def _documented(request_model, response_model) -> dict:
+    """Route keywords for /openapi.json: the request body's model, the JSON answer and
+    its SSE form, and every error status in OpenAI's shape."""
+    ref = {"$ref": f"#/components/schemas/{request_model.__name__}"}
+    return {
+        "response_model": None,
+        "openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}},
+        "responses": {
+            200: {"model": response_model, "description": "The answer; with stream: true, server-sent events "
+                                                          "(`data: {chunk}` ... `data: [DONE]`).",
+                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+            **{status: {"model": ErrorResponse, "description": text} for status, text in ERROR_STATUSES.items()},
+        },
+    }
 
 
 class _Answer:
@@ -824,18 +912,18 @@ class _Answer:
         return "".join(parts), out
 
     def body(self, text: str, last) -> dict:
-        usage = _usage(last, self.n_prompt, self.n_generated)
-        stop_reason = _stop_reason(getattr(last, "stop_reason", None))
+        """The whole answer, built (and so checked) as the response model."""
+        usage = UsageInfo(**_usage(last, self.n_prompt, self.n_generated))
+        common = dict(index=0, finish_reason=self.finish_reason,
+                      stop_reason=_stop_reason(getattr(last, "stop_reason", None)))
         if self.kind == "completion":
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish_reason,
-                      "stop_reason": stop_reason}
-            obj = "text_completion"
+            answer = CompletionResponse(id=self.id, created=self.created, model=self.model, usage=usage,
+                                        choices=[CompletionResponseChoice(text=text, **common)])
         else:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                      "finish_reason": self.finish_reason, "stop_reason": stop_reason}
-            obj = "chat.completion"
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
-                "choices": [choice], "usage": usage}
+            answer = ChatCompletionResponse(id=self.id, created=self.created, model=self.model, usage=usage,
+                                            choices=[ChatCompletionResponseChoice(
+                                                message=ChatMessage(content=text), **common)])
+        return answer.model_dump()
 
     async def sse(self, queue: asyncio.Queue, include_usage: bool):
         """Server-sent events: one chunk per engine output that carries text, a last
