@@ -60,8 +60,8 @@ new-lab: $(STAMP)  ## scaffold every file of a new lab: make new-lab LAB=lab05 T
 	@test -n "$(LAB)" || { echo "usage: make new-lab LAB=labNN [TITLE=...]"; exit 2; }
 	$(PY) -m autograder.new_lab $(LAB) $(if $(TITLE),--title "$(TITLE)")
 
-mutation: $(STAMP)  ## mutation score of the graders per lab (mutmut over autograder/reference): make mutation [LAB=lab04]
-	$(PY) -m autograder.mutation $(or $(LAB),$(LABS))
+mutation: $(STAMP)  ## mutation score of the graders per lab (mutmut and its pytest runner, in a private copy): make mutation [LAB=lab04]
+	$(PY) -m autograder.mutation $(LAB)
 
 e2e: $(STAMP) $(HUB_STAMP)  ## end to end: real nbgrader over every lab and edition, JupyterLab in headless Chromium, a class on JupyterHub (installs chromium, a CJK font, acl as root)
 	@if [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null || ! fc-list :lang=zh 2>/dev/null | grep -q . || ! command -v setfacl >/dev/null; then \

@@ -1,58 +1,75 @@
 """Mutation score of the graders: how many small bugs planted in a lab's reference the
 hidden cases notice.
 
-    python -m autograder.mutation lab04 [lab01 ...]      (or: make mutation LAB=lab04)
+    python -m autograder.mutation lab04 [lab01 ...] [--keep]      (or: make mutation LAB=lab04)
 
-mutmut (2.x) generates the mutants: one small change each (an operator, a constant, a
-comparison, `and`/`or`, a return value) in the file that computes the judges' expected
-values (autograder/reference/labNN.py, plus the course module a reference re-exports:
-see TARGETS). The graders are the test command: for each mutant, the lab's solution
-notebook is graded by every hidden case, and the mutant is *killed* when any case fails
-(the judges then expect something the correct solution does not do), or when grading
-runs past TIMEOUT_S (a planted endless loop). A surviving mutant is a behaviour no case
-pins down, or an equivalent mutation; every survivor is listed with its diff for triage.
+mutmut (2.x) does the whole run with its own runner. It plants one small change at a time
+(an operator, a constant, a comparison, `and`/`or`, a return value) in the files that
+compute the judges' expected values (autograder/reference/labNN.py and the course modules
+a reference takes its functions from: see TARGETS), and runs the lab's grader tests
+against the solution notebook as the test command:
 
-Lines marked `# pragma: no mutate` are skipped: the references' error messages, which no
-judge compares (a judge checks the *student's* message; the reference only has to raise).
+    python -m pytest autograder/graders/labNN --reference -x --timeout 30 -p autograder.mutation ...
 
-Mutants run in this process: the mutated source is executed into the module's own
-namespace (so the graders, the loaded tiny model and torch are reused), and the original
-is restored after each one. No file is written except the report:
-benchmarks/results/mutation_labNN.json. Not part of `make test`: a lab takes minutes.
+A mutant is *killed* when any test fails (the judges then expect something the correct
+solution does not do) or when the run goes past mutmut's limit (ten times the unmutated
+run: a planted endless loop; pytest-timeout fails a single test after 30 s first). A
+surviving mutant is a behaviour no case pins down, or an equivalent mutation; every
+survivor is listed with its diff and its triage.
+
+mutmut writes each mutant into the file itself, so a run never touches this working tree:
+the files git knows here (tracked and untracked, not ignored) are copied to a temporary
+folder, mutmut runs there with this interpreter, and only the report comes back:
+benchmarks/results/mutation_labNN.json. Each mutant costs one pytest start (torch, the
+solution notebook), so a lab takes tens of minutes; not part of `make test`.
+
+Loaded into that pytest run (`-p autograder.mutation`) this module also makes every
+non-zero pytest exit count as a kill (mutmut reads only exit code 1 as one, but a mutant
+that breaks an import ends the run with 2, 3 or 4) and writes which test failed first.
+As mutmut's `mutmut_config` (a one-line file in the copy) its `pre_mutation` skips the
+mutants outside SCOPE and those that do not parse, so the counts match the judges' reach.
+Lines marked `# pragma: no mutate` get no mutants: the references' error messages, which
+no judge compares (a judge checks the *student's* message; the reference only has to raise).
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
-import importlib
 import json
-import signal
+import os
+import shlex
+import shutil
+import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
-TIMEOUT_S = 60.0
+TEST_TIMEOUT_S = 30          # pytest-timeout, per test (the unmutated tests take well under 1 s each)
+LOG_ENV, MUTANT_ENV, LAB_ENV = "L2FT_MUTATION_LOG", "L2FT_MUTANT", "L2FT_MUTATION_LAB"
 
-# What to mutate per lab: the reference, or the course module it re-exports (whose
-# functions ARE the reference there).
+# What to mutate per lab: the reference, and the course modules whose functions the
+# judges compute expected values with (a reference re-exports them, or is them).
 TARGETS = {
     "lab00": ["autograder.reference.lab00"],
     "lab01": ["autograder.reference.lab01"],
     "lab02": ["course.sampling"],
     "lab03": ["course.generation", "course.runs", "autograder.reference.lab03"],
     "lab04": ["autograder.reference.lab04"],
-}
-# Modules that bind names from a mutated module at import: executed again after each
-# mutation so they (and the judges through them) see the mutant.
-REBIND = {
-    "lab02": ["autograder.reference.lab02"],
-    "lab03": ["course.generation", "course.acceptance", "autograder.reference.lab03"],   # in import order
+    # run once their graders are pytest packages (see `runnable`); SCOPE for their course
+    # modules is still to be set
+    "lab05": ["autograder.reference.lab05", "course.paged_kv"],
+    "lab06": ["autograder.reference.lab06", "course.tracing"],
+    "lab07": ["autograder.reference.lab07", "course.engine", "course.batched"],
 }
 # In a course module only the functions the judges compute expected values with count;
 # the rest of the module (e.g. course.generation's TextStream: lab03's stream judges use
 # an independent oracle, reference.safe_emissions) is not what a hidden case checks.
+# Mutants elsewhere in the module are skipped ("out of scope"), not counted.
 SCOPE = {
     "course.generation": ("validate_params", "first_stop", "holdback_length", "_check_input_ids", "_steps",
                           "_start", "generate"),
@@ -64,42 +81,67 @@ SCOPE = {
     "course.sampling": ("_is_number", "check_logits", "check_temperature", "check_top_k", "check_top_p",
                         "check_min_tokens_to_keep", "top_k_filter", "top_p_filter"),
 }
+# Survivors read and judged equivalent (no correct solution can behave differently), keyed
+# by (module, the mutated line as mutmut writes it, stripped): the reason.
+EQUIVALENT = {
+    ("autograder.reference.lab01",
+     'got = f"XXshape {tuple(logits.shape)}, dtype {logits.dtype}XX" if isinstance(logits, torch.Tensor) \\'):
+        "error-message text (`got` is only shown in the message)",
+    ("autograder.reference.lab01", "got = None"): "error-message text (`got` is only shown in the message)",
+    ("autograder.reference.lab01", "if ((probs.sum(dim=-1) - 1).abs() >= 1e-4).any():"):
+        "tolerance boundary: a row summing to exactly 1 +- 1e-4 in float32 is not an input any case can build",
+    ("autograder.reference.lab01",
+     "plogp = torch.where(probs >= 0, probs * torch.log(torch.where(probs > 0, probs, 1.0)), 0.0)"):
+        "at p == 0 both branches give 0 (p * log(1.0))",
+    ("autograder.reference.lab01",
+     "plogp = torch.where(probs > 0, probs * torch.log(torch.where(probs >= 0, probs, 1.0)), 0.0)"):
+        "the inner guard only matters where the outer torch.where already picks 0.0",
+    ("autograder.reference.lab01",
+     "plogp = torch.where(probs > 0, probs * torch.log(torch.where(probs > 0, probs, 2.0)), 0.0)"):
+        "the placeholder is used only where the outer torch.where already picks 0.0",
+    ("autograder.reference.lab01", "best_t, best_p = None, -2.0"):
+        "any start below 0 is beaten by the first probability (probabilities are >= 0)",
+}
 
 
-class _Timeout(Exception):
-    pass
+# ---------------------------------------------------------------- the pytest side (-p autograder.mutation)
+
+def _log(entry: dict) -> None:
+    path = os.environ.get(LOG_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"mutant": os.environ.get(MUTANT_ENV, "baseline"), **entry}) + "\n")
 
 
-def _alarm(signum, frame):
-    raise _Timeout()
+_FIRST_FAILURE: list[str] = []
 
 
-def grade_solution(lab: str, ns: dict) -> str | None:
-    """Grade the solution namespace with every hidden case; the first failing case's name,
-    or None when it earns full marks."""
-    from .core import get_tests, run_test
-
-    for name, test in get_tests(lab).items():
-        failed = run_test(test, ns).first_failure()
-        if failed is not None:
-            return f"{name}/{failed.name}"
-    return None
+def pytest_runtest_logreport(report):
+    if report.failed and not _FIRST_FAILURE:
+        _FIRST_FAILURE.append(report.nodeid.split("::", 1)[-1])
 
 
-def _solution_ns(lab: str) -> dict:
-    from .notebook import extract, namespace, read
-    path = ROOT / "solutions" / lab / f"{lab}.ipynb"
-    return namespace(extract(read(path)).code, str(path))
+def pytest_collectreport(report):
+    if report.failed and not _FIRST_FAILURE:
+        _FIRST_FAILURE.append(f"collecting {report.nodeid}")
 
 
-def _exec_into(module, source: str) -> None:
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
+def pytest_sessionfinish(session, exitstatus):
+    _log({"exit": int(exitstatus), "failed": _FIRST_FAILURE[0] if _FIRST_FAILURE else None})
+    if int(exitstatus) != 0:
+        session.exitstatus = 1       # mutmut counts only exit code 1 as a kill
 
 
-def _scope_lines(module, source: str) -> set[int] | None:
-    """Line numbers of the top-level functions SCOPE names for `module` (None: all lines)."""
-    import ast
-    names = SCOPE.get(module.__name__)
+# ---------------------------------------------------------------- the mutmut side (mutmut_config)
+
+def module_file(module: str) -> str:
+    """`course.sampling` -> `course/sampling.py` (relative to the repository root)."""
+    return module.replace(".", "/") + ".py"
+
+
+def scope_lines(module: str, source: str) -> set[int] | None:
+    """1-based line numbers of the top-level functions SCOPE names for `module` (None: all)."""
+    names = SCOPE.get(module)
     if names is None:
         return None
     lines = set()
@@ -107,6 +149,73 @@ def _scope_lines(module, source: str) -> set[int] | None:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
             lines |= set(range(node.lineno, node.end_lineno + 1))
     return lines
+
+
+def skip_reason(module: str, source: str, mutation_id) -> str | None:
+    """Why a mutant is not counted: outside SCOPE, or mutmut's change does not parse
+    (e.g. `**` -> `*` in a dict); None when it is."""
+    from mutmut import Context, mutate
+    scope = scope_lines(module, source)
+    if scope is not None and mutation_id.line_number + 1 not in scope:
+        return "out of scope"
+    mutated, _ = mutate(Context(source=source, mutation_id=mutation_id, filename=module_file(module)))
+    try:
+        compile(mutated, module_file(module), "exec")
+    except SyntaxError:
+        return "does not parse"
+    return None
+
+
+_SOURCES: dict[str, str] = {}
+
+
+def pre_mutation(context) -> None:
+    """mutmut's hook, before each mutant is written: skip it, or name it for the log."""
+    filename = context.filename
+    module = filename[:-3].replace(os.sep, ".").replace("/", ".")
+    if filename not in _SOURCES:
+        _SOURCES[filename] = Path(filename).read_text(encoding="utf-8")
+    if skip_reason(module, _SOURCES[filename], context.mutation_id) is not None:
+        context.skip = True
+        return
+    os.environ[MUTANT_ENV] = mutant_key(filename, context.mutation_id.line_number, context.mutation_id.index)
+
+
+def mutant_key(filename: str, line_number: int, index: int) -> str:
+    return f"{filename}:{line_number}:{index}"
+
+
+# ---------------------------------------------------------------- the driver
+
+def runnable() -> list[str]:
+    """The labs `make mutation` runs by default: those with TARGETS whose graders are a
+    pytest package (autograder/graders/labNN/)."""
+    return [lab for lab in sorted(TARGETS) if (ROOT / "autograder" / "graders" / lab / "__init__.py").is_file()]
+
+
+def runner(lab: str, python: str = sys.executable) -> str:
+    return (f"{python} -m pytest autograder/graders/{lab} --reference -x -q --timeout {TEST_TIMEOUT_S} "
+            "-p no:randomly -p no:cacheprovider -p no:xdist -p no:hypothesispytest -p autograder.mutation")
+
+
+def private_copy(dest: Path) -> Path:
+    """Copy the files git knows here (tracked and untracked, not ignored) to `dest`."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = ROOT / name
+        if not src.is_file() and not src.is_symlink():
+            continue  # deleted here, or a submodule
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / name, follow_symlinks=False)
+    (dest / "mutmut_config.py").write_text("from autograder.mutation import pre_mutation  # noqa: F401\n",
+                                           encoding="utf-8")
+    return dest
+
+
+def _diff(before: str, after: str) -> list[str]:
+    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
 def is_message_mutant(diff: list[str]) -> bool:
@@ -122,100 +231,128 @@ def is_message_mutant(diff: list[str]) -> bool:
         or "check_" in text or "_number(" in text or "name" in text
 
 
-def _mutants(module) -> list[tuple[int, str]]:
-    """(line number, mutated source) for every mutant mutmut generates in `module`'s file
-    (inside SCOPE, when the module has one)."""
-    from mutmut import Context, list_mutations, mutate
-
-    source = Path(module.__file__).read_text(encoding="utf-8")
-    scope = _scope_lines(module, source)
-    out = []
-    for mid in list_mutations(Context(source=source, filename=module.__file__)):
-        mutated, n = mutate(Context(source=source, mutation_id=mid, filename=module.__file__))
-        try:
-            compile(mutated, module.__file__, "exec")
-        except SyntaxError:  # mutmut can produce code that does not parse (e.g. `**` -> `*` in a dict)
-            continue
-        if n and (scope is None or mid.line_number + 1 in scope):
-            out.append((mid.line_number + 1, mutated))
-    return out
+def equivalence(module: str, diff: list[str]) -> str | None:
+    """Why a surviving mutant is equivalent, or None."""
+    if is_message_mutant(diff):
+        return "error-message text (judges never compare the reference's messages)"
+    after = [d[1:].strip() for d in diff if d.startswith("+")]
+    return EQUIVALENT.get((module, after[0])) if len(after) == 1 else None
 
 
-def _diff(before: str, after: str) -> list[str]:
-    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-
-
-def run_lab(lab: str, *, log=print) -> dict:
-    if lab not in TARGETS:
-        raise ValueError(f"`lab` must be one of {', '.join(TARGETS)}, got {lab!r}.")
-    modules = [importlib.import_module(name) for name in TARGETS[lab]]
-    rebind = [importlib.import_module(name) for name in REBIND.get(lab, [])]
-    originals = {m.__name__: Path(m.__file__).read_text(encoding="utf-8") for m in modules + rebind}
-    ns = _solution_ns(lab)
-    baseline = grade_solution(lab, ns)
-    if baseline is not None:
-        raise RuntimeError(f"{lab}: the solution notebook fails {baseline} before any mutation")
-    rows, start = [], time.perf_counter()
-    previous = signal.signal(signal.SIGALRM, _alarm)
+def read_cache(copy: Path) -> list[tuple[str, int, int, str]]:
+    """(file, 0-based line number, index, status) of every mutant in mutmut's cache."""
+    db = sqlite3.connect(copy / ".mutmut-cache")
     try:
-        for target in modules:
-            for line, mutated in _mutants(target):
-                _exec_into(target, mutated)
-                for later in rebind:
-                    if later is not target:
-                        _exec_into(later, originals[later.__name__])  # re-bind names it imported
-                signal.setitimer(signal.ITIMER_REAL, TIMEOUT_S)
-                try:
-                    killed_by = grade_solution(lab, ns)
-                except _Timeout:
-                    killed_by = f"timeout ({TIMEOUT_S:g} s)"
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                    for m in modules + [r for r in rebind if r not in modules]:
-                        _exec_into(m, originals[m.__name__])
-                diff = _diff(originals[target.__name__], mutated)
-                rows.append({"module": target.__name__, "line": line, "killed_by": killed_by, "diff": diff,
-                             "equivalent": None if killed_by or not is_message_mutant(diff)
-                             else "error-message text (judges never compare the reference's messages)"})
-                log(f"  {target.__name__}:{line} {'killed by ' + killed_by if killed_by else 'SURVIVED'}")
+        return db.execute("SELECT s.filename, l.line_number, m.\"index\", m.status FROM Mutant m "
+                          "JOIN Line l ON m.line = l.id JOIN SourceFile s ON l.sourcefile = s.id "
+                          "ORDER BY s.filename, l.line_number, m.\"index\"").fetchall()
     finally:
-        signal.signal(signal.SIGALRM, previous)
-        for m in modules + [r for r in rebind if r not in modules]:
-            _exec_into(m, originals[m.__name__])
+        db.close()
+
+
+def report(lab: str, copy: Path, seconds: float) -> dict:
+    """The lab's report from mutmut's cache and the runner's log."""
+    from mutmut import Context, RelativeMutationID, mutate
+
+    log = {}
+    log_path = copy / ".mutation-log.jsonl"
+    if log_path.exists():
+        for line in log_path.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            log[entry["mutant"]] = entry
+    modules = {module_file(m): m for m in TARGETS[lab]}
+    originals = {f: (copy / f).read_text(encoding="utf-8") for f in modules}
+    rows, skipped = [], {}
+    for filename, line_number, index, status in read_cache(copy):
+        module, source = modules[filename], originals[filename]
+        mid = RelativeMutationID(source.splitlines()[line_number], index, line_number, filename=filename)
+        if status == "skipped":
+            reason = skip_reason(module, source, mid) or "skipped"
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        mutated, _ = mutate(Context(source=source, mutation_id=mid, filename=filename))
+        diff = _diff(source, mutated)
+        entry = log.get(mutant_key(filename, line_number, index), {})
+        if status == "bad_timeout":
+            killed_by = "timeout (mutmut: 10x the unmutated run)"
+        elif status in ("ok_killed", "ok_suspicious"):
+            killed_by = entry.get("failed") or f"pytest exit {entry.get('exit', '?')}"
+        elif status == "bad_survived":
+            killed_by = None
+        else:
+            raise RuntimeError(f"{lab}: mutant {filename}:{line_number + 1} was not run (status {status!r})")
+        rows.append({"module": module, "line": line_number + 1, "killed_by": killed_by, "diff": diff,
+                     "equivalent": None if killed_by else equivalence(module, diff)})
     killed = sum(1 for r in rows if r["killed_by"])
     equivalent = sum(1 for r in rows if r["equivalent"])
     counted = len(rows) - equivalent
-    return {"lab": lab, "targets": TARGETS[lab], "mutants": len(rows), "killed": killed,
-            "equivalent": equivalent, "survived": counted - killed,
+    return {"lab": lab, "targets": TARGETS[lab], "runner": runner(lab, "python"),
+            "mutants": len(rows), "killed": killed, "equivalent": equivalent, "survived": counted - killed,
+            "timeouts": sum(1 for r in rows if (r["killed_by"] or "").startswith("timeout")),
+            "not_counted": skipped,
             "score": round(killed / counted, 4) if counted else None,
             "raw_score": round(killed / len(rows), 4) if rows else None,
-            "seconds": round(time.perf_counter() - start, 1),
+            "seconds": round(seconds, 1),
+            "seconds_per_mutant": round(seconds / (len(rows) + 1), 1),   # + the unmutated run
             "survivors": [r for r in rows if not r["killed_by"] and not r["equivalent"]],
             "equivalents": [r for r in rows if r["equivalent"]], "mutants_detail": rows}
 
 
+def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
+    """mutmut over the lab's TARGETS in a private copy of the repository; the report."""
+    if lab not in TARGETS:
+        raise ValueError(f"`lab` must be one of {', '.join(TARGETS)}, got {lab!r}.")
+    if lab not in runnable():
+        raise ValueError(f"{lab}'s graders are not a pytest package (autograder/graders/{lab}/) yet.")
+    copy = private_copy(Path(tempfile.mkdtemp(prefix=f"mutation-{lab}-")))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(copy), LAB_ENV: lab,
+           LOG_ENV: str(copy / ".mutation-log.jsonl")}
+    env.pop(MUTANT_ENV, None)
+    try:
+        files = [module_file(m) for m in TARGETS[lab]]
+        where = subprocess.run([sys.executable, "-c", "import importlib, sys; print(*(importlib.import_module(m)"
+                                ".__file__ for m in sys.argv[1:]))", *TARGETS[lab]],
+                               cwd=copy, env=env, check=True, capture_output=True, text=True).stdout.split()
+        if [Path(w).resolve() for w in where] != [(copy / f).resolve() for f in files]:
+            raise RuntimeError(f"the copy imports {where}, not its own {files}")
+        cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", ",".join(files),
+               "--tests-dir", f"autograder/graders/{lab}", "--runner", runner(lab),
+               "--simple-output", "--no-progress"]
+        log(f"{lab}: mutmut in {copy}\n  {shlex.join(cmd)}")
+        start = time.perf_counter()
+        done = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if not (copy / ".mutmut-cache").exists() or "Failed to run" in done.stdout + done.stderr:
+            raise RuntimeError(f"{lab}: mutmut did not run:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        return report(lab, copy, seconds)
+    finally:
+        if keep:
+            log(f"  kept {copy}")
+        else:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Mutation score of the graders per lab (mutmut's mutants).")
-    ap.add_argument("labs", nargs="*", default=sorted(TARGETS))
-    ap.add_argument("--quiet", action="store_true", help="print only the summary")
+    ap = argparse.ArgumentParser(description="Mutation score of the graders per lab (mutmut and its runner).")
+    ap.add_argument("labs", nargs="*", default=None, help=f"default: {' '.join(runnable())}")
+    ap.add_argument("--keep", action="store_true", help="keep the private copy mutmut ran in (with .mutmut-cache)")
     args = ap.parse_args(argv)
-    import torch
-    torch.set_num_threads(1)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
-    for lab in args.labs:
-        report = run_lab(lab, log=(lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True)))
-        (OUT / f"mutation_{lab}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        rows.append(report)
-        print(f"{lab}: {report['killed']} killed, {report['equivalent']} equivalent, {report['survived']} survived "
-              f"of {report['mutants']} ({100 * (report['score'] or 0):.1f}% of the non-equivalent), "
-              f"{report['seconds']:.0f} s", flush=True)
-    print("\n| lab | mutants | killed | equivalent (message text) | survived | score | raw score |\n"
-          "| --- | --- | --- | --- | --- | --- | --- |")
+    for lab in args.labs or runnable():
+        r = run_lab(lab, keep=args.keep, log=lambda *a: print(*a, flush=True))
+        (OUT / f"mutation_{lab}.json").write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
+        rows.append(r)
+        print(f"{lab}: {r['killed']} killed, {r['equivalent']} equivalent, {r['survived']} survived of "
+              f"{r['mutants']} ({100 * (r['score'] or 0):.1f}% of the non-equivalent), {r['seconds']:.0f} s "
+              f"({r['seconds_per_mutant']:.1f} s a mutant)", flush=True)
+        for s in r["survivors"]:
+            print(f"  survived {s['module']}:{s['line']}: {' / '.join(s['diff'])}")
+    print("\n| lab | mutants | killed | equivalent | survived | score | raw score | seconds |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['lab']} | {r['mutants']} | {r['killed']} | {r['equivalent']} | {r['survived']} | "
-              f"{100 * (r['score'] or 0):.1f}% | {100 * (r['raw_score'] or 0):.1f}% |")
+              f"{100 * (r['score'] or 0):.1f}% | {100 * (r['raw_score'] or 0):.1f}% | {r['seconds']:.0f} |")
     return 0
 
 
