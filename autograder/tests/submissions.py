@@ -9,6 +9,11 @@ top-level def/class the variant has goes into the solution cell whose stub defin
 name; everything else (imports, helpers, constants) goes first, into the first solution
 cell; a solution cell the variant has nothing for keeps its stub. The result is what a
 student who wrote that code into the notebook would submit.
+
+A variant that sets `BASE = "solution"` is a patch on the solution notebook instead: every
+solution cell holds the solution's code, and each def/class of the variant is added after
+the code of the cell that defines that name, so it replaces the solution's (a class may
+subclass the solution's class of the same name to override one method).
 """
 from __future__ import annotations
 
@@ -34,12 +39,23 @@ def solution_cells(nb) -> list:
     return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
 
 
-def _stub_names(cell) -> list[str]:
+def _stub_names(cell, *, assigned: bool = False) -> list[str]:
     try:
         tree = ast.parse(cell.source)
     except SyntaxError:
         return []
-    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    if assigned:                      # names a cell's top-level assignments bind, too
+        names += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def _base(tree) -> str | None:
+    """The value of a module's top-level `BASE = "..."` (None without one)."""
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BASE" for t in n.targets):
+            return ast.literal_eval(n.value)
+    return None
 
 
 def with_solution_code(lab: str, code_by_cell: dict[str, str], *, first: str | None = None,
@@ -155,21 +171,30 @@ def from_source(lab: str, source: str, *, root: Path | None = None) -> nbformat.
     do not break) are replaced by a copy of the reference pasted into the first cell, and
     a solution cell whose functions all come from it holds `pass`; a cell the variant has
     nothing for keeps its stub."""
+    tree = ast.parse(source)
+    base = _base(tree)
+    if base not in (None, "solution"):
+        raise ValueError(f'`BASE` must be "solution" (or absent), got {base!r}.')
     nb = copy.deepcopy(release(lab, root))
     cells = solution_cells(nb)
+    if base == "solution":
+        solved = {c.metadata["nbgrader"]["grade_id"]: c.source
+                  for c in solution_cells(nbformat.read(str(solution(lab, root)), as_version=4))}
+        for cell in cells:
+            cell.source = solved[cell.metadata["nbgrader"]["grade_id"]]
     owner, stubs = {}, {}
     for cell in cells:
         gid = cell.metadata["nbgrader"]["grade_id"]
-        stubs[gid] = _stub_names(cell)
+        stubs[gid] = _stub_names(cell, assigned=base == "solution")
         for name in stubs[gid]:
             owner.setdefault(name, gid)
-    tree = ast.parse(source)
     body = list(tree.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]  # module docstring
     body = [n for n in body if not (isinstance(n, ast.Assign) and
-                                    any(isinstance(t, ast.Name) and t.id == "EXPECT_FAIL" for t in n.targets))]
+                                    any(isinstance(t, ast.Name) and t.id in ("EXPECT_FAIL", "BASE")
+                                        for t in n.targets))]
     inliner = _InlineReference()
     body = [inliner.visit(n) for n in body]
     flat = []
@@ -188,6 +213,10 @@ def from_source(lab: str, source: str, *, root: Path | None = None) -> nbformat.
             shared.append(text)
     for i, cell in enumerate(cells):
         gid = cell.metadata["nbgrader"]["grade_id"]
+        if base == "solution":                # the solution's code, then what the variant replaces
+            parts = (shared if i == 0 else []) + [cell.source] + per_cell.get(gid, [])
+            cell.source = "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+            continue
         parts = (shared if i == 0 else []) + per_cell.get(gid, [])
         if gid not in per_cell:
             provided = bool(stubs[gid]) and set(stubs[gid]) <= inliner.provided

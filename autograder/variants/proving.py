@@ -1,0 +1,58 @@
+"""Grade one variant as a student's notebook is graded in the kernel, and read its table.
+
+    expect_fail(path)   the variant's EXPECT_FAIL, read without running the file
+    grade(lab, path)    {grade_id: TestResult}: the variant spread over the release notebook
+                        (autograder.tests.submissions.from_variant), the graded cells
+                        extracted and run in this process, every hidden case judged there
+
+This is the in-kernel harness (what nbgrader's hidden cells run); the sandboxed standalone
+grader judges the same notebooks in autograder/tests/outcomes.py.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+VARIANTS = Path(__file__).resolve().parent
+PREFIXES = ("bug_", "correct_")
+
+
+def is_variant(path: Path) -> bool:
+    path = Path(path)
+    return (path.suffix == ".py" and path.name.startswith(PREFIXES)
+            and path.parent.parent == VARIANTS and path.parent.name.startswith("lab"))
+
+
+def expect_fail(path: Path) -> dict[str, list[str]]:
+    """EXPECT_FAIL of a variant file (a literal: a patch variant cannot run on its own)."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EXPECT_FAIL"
+                                                for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise ValueError(f"{Path(path).name} has no EXPECT_FAIL table")
+
+
+def grade(lab: str, path: Path) -> dict:
+    """{grade_id: TestResult} of the variant's notebook, graded in this process."""
+    from autograder import get_tests, run_test
+    from autograder.notebook import extract, namespace
+    from autograder.tests.submissions import from_variant
+
+    path = Path(path)
+    ns = namespace(extract(from_variant(lab, path)).code, f"<variant {lab}/{path.stem}>")
+    return {name: run_test(test, ns) for name, test in get_tests(lab).items()}
+
+
+def problems(path: Path, case_names: dict[str, list[str]]) -> list[str]:
+    """What is wrong with a variant's table, given {grade_id: [case names]} of its lab."""
+    path = Path(path)
+    table = expect_fail(path)
+    out = [f"EXPECT_FAIL names a test that does not exist: {name}" for name in table if name not in case_names]
+    out += [f"EXPECT_FAIL names cases {name} does not have: {sorted(set(cases) - set(case_names[name]))}"
+            for name, cases in table.items() if name in case_names and set(cases) - set(case_names[name])]
+    if path.name.startswith("correct_") and table:
+        out.append("a correct variant must expect no failures (EXPECT_FAIL = {})")
+    if path.name.startswith("bug_") and not any(table.values()):
+        out.append("a bug variant must name at least one case it fails")
+    return out
