@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = Path(__file__).resolve().parent / "outcomes_baseline.json"
-LABS = ("lab00", "lab01", "lab02", "lab03", "lab04")
+LABS = ("lab00", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07")
 VARIANTS = ROOT / "autograder" / "variants"
 SECRET = "AUTOGRADER_TEST_SECRET"
 
