@@ -1,0 +1,91 @@
+"""Graders for lab06 (spans and latency breakdowns).
+
+Graded API (the docstrings of the stubs in solutions/lab06 are the contract):
+  spans_from_events(events, tracer) -> None           spans land in the tracer's exporter
+  request_metrics(spans) -> {"queue", "prefill", "ttft", "tpot", "itl", "e2e", "output_tokens"}
+  percentile(values, q) -> float                      Hyndman-Fan type 6 (numpy "weibull")
+  bucket_counts(values, boundaries) -> list[int]      "le" buckets + overflow
+  histogram_percentile(bucket_counts, boundaries, q) -> float    like Prometheus histogram_quantile
+  group_percentiles(rows, by, edges, metric, qs=(50, 95, 99)) -> list[dict]
+  first_deviation(baseline, incident, threshold=0.25) -> dict | None
+  trace_record(spans, *, tokenizer_version) -> dict   valid under datasets/schemas/trace_record.schema.json
+  to_chrome_trace(spans, counters=()) -> {"traceEvents": [...]}
+
+Inputs come from the request sets in datasets/fixtures/trace_*.json (scripted requests
+on a simulated clock, times to the microsecond). Probes build OpenTelemetry spans in the
+student's process with the grader's own span builder (`build_spans`, from the sets'
+timelines) or hand the student a tracer whose in-memory exporter they never see, and
+return plain dumps; the tests recompute everything with autograder/reference/lab06.py
+(course.tracing) on the same inputs.
+
+    probes.py     the request sets, the span builder and dump, the diagnosis rows, the probes
+    judging.py    helpers the tests share: the case rows, span-dump checks, tolerant equality
+    test_*.py     one file per exercise: spans_from_events, request_metrics, percentile,
+                  buckets, group_percentiles, first_deviation, trace_record, chrome_trace
+
+Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
+
+spans_from_events(events, tracer)
+  | one root per request, stages its children, us times | paths_span_tree, every_other_request_set          |
+  | GenAI attributes (text_completion, provider,        | paths_attributes, mixed_set_every_span            |
+  |   finish_reasons, usage, error.type, cancel time)   |                                                   |
+  | a "token" event per output token                    | paths_token_events, mixed_set_every_span          |
+  | status ERROR for finish reason error                | error_sets_status, mixed_set_every_span           |
+  | every ending closes its stage and root (a request   | cancelled_while_queued, mixed_set_every_span      |
+  |   cancelled in the queue too)                       |                                                   |
+  | one trace per request                               | one_trace_per_request                             |
+  | ValueError for an event of an unknown request       | rejects_token_of_unknown_request                  |
+request_metrics(spans)
+  | every key of a finished request                     | stop_request, every_request_of_the_mixed_set      |
+  | TTFT from arrival (queue included)                  | ttft_includes_the_queue                           |
+  | TPOT over n - 1 gaps, ITL the n - 1 gaps            | tpot_over_n_minus_1_gaps                          |
+  | None for one token (tpot) / no token (ttft, tpot)   | one_token_has_no_tpot, no_token_no_ttft           |
+  | a stage never reached is None                       | cancelled_in_queue_never_prefilled                |
+  | ValueError for the spans of two requests            | rejects_spans_of_two_requests                     |
+percentile(values, q)
+  | type 6: interpolation between ranks                 | median_of_five, interpolates_between_ranks,       |
+  |                                                     | p90_of_twenty_interpolates, ties, one_sample      |
+  | rank below 1 -> min, at or above n -> max           | p99_of_twenty_is_the_max, p1_of_twenty_is_the_min,|
+  |                                                     | q_0_and_100_are_min_and_max                       |
+  | the caller's list keeps its order                   | every value case                                  |
+  | ValueError naming values (empty) / q (out of range) | rejects_empty_values, rejects_q_out_of_range      |
+bucket_counts(values, boundaries), histogram_percentile(bucket_counts, boundaries, q)
+  | "le" buckets: a value on an edge is in that bucket  | counts_per_bucket, value_on_an_edge_is_in_that_.. |
+  | overflow bucket; no values -> zeros (Python ints)   | overflow_and_empty                                |
+  | interpolation inside a bucket, the first from 0     | interpolates_inside_a_bucket, first_bucket_sta..  |
+  | in the overflow bucket -> the last edge             | overflow_reports_the_last_edge                    |
+  | empty buckets skipped                               | skips_empty_buckets                               |
+  | ValueError naming bucket_counts (wrong length)      | rejects_counts_of_the_wrong_length                |
+group_percentiles(rows, by, edges, metric, qs=(50, 95, 99))
+  | one group per edge + 1, P50/P95/P99 each            | ttft_by_input_length, e2e_by_concurrency          |
+  | edges inclusive above                               | edges_are_inclusive_above                         |
+  | an empty group has n = 0 and None, never 0          | empty_group_is_not_zero                           |
+  | None values skipped                                 | tpot_skips_one_token_requests                     |
+  | ValueError for edges that are not increasing        | rejects_decreasing_edges                          |
+first_deviation(baseline, incident, threshold=0.25)
+  | the stage and evidence of every incident set        | diagnoses_* (seven sets)                          |
+  | the first stage of the table wins                   | queue_before_decode                               |
+  | noise is no deviation (None)                        | noise_is_not_a_deviation                          |
+  | a share deviates by its absolute growth             | share_growth_is_absolute                          |
+trace_record(spans, *, tokenizer_version)
+  | schema-valid, equal to the reference on every       | stop_request_record, every_ending,                |
+  |   ending (a request cancelled in the queue too)     | cancelled_in_queue                                |
+to_chrome_trace(spans, counters=())
+  | "X" events in us                                    | units_are_microseconds                            |
+  | one track per request, named by an "M" event        | one_track_per_request, units_are_microseconds     |
+  | stages nest inside their root on each track         | spans_nest_on_each_track                          |
+  | a "C" event per counter sample                      | counters_are_c_events                             |
+"""
+LAB = "lab06"
+
+API = {
+    "spans_from_events": "(events, tracer)",
+    "request_metrics": "(spans)",
+    "percentile": "(values, q)",
+    "bucket_counts": "(values, boundaries)",
+    "histogram_percentile": "(bucket_counts, boundaries, q)",
+    "group_percentiles": "(rows, by, edges, metric, qs=(50, 95, 99))",
+    "first_deviation": "(baseline, incident, threshold=0.25)",
+    "trace_record": "(spans, *, tokenizer_version)",
+    "to_chrome_trace": "(spans, counters=())",
+}

@@ -1,0 +1,112 @@
+"""to_chrome_trace(spans, counters=()): the hidden cases of the cell chrome_trace_opens_in_perfetto.
+
+The probe exports every request of a set (probes.build_spans) with its counter samples; the
+tests compare the tracks, "X" events and "C" events with the reference's export of the same."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autograder.checks import result_of
+from autograder.core import Fail, describe
+from autograder.reference import lab06 as ref
+
+from .judging import case
+from .probes import build_spans, counters_of
+
+pytestmark = pytest.mark.cell("chrome_trace_opens_in_perfetto",
+                              description="to_chrome_trace: X events in us, one named track per request, nesting, "
+                                          "C counters")
+
+US_HINT = "Chrome trace events count time in MICROseconds: ts = start_ns / 1000, dur = (end_ns - start_ns) / 1000."
+TRACK_HINT = ("One track per request: every span of a request (root and stages) gets that request's tid, and no "
+              "other request's; then stages nest inside their root.")
+COUNTER_HINT = ("One {\"ph\": \"C\", \"name\": name, \"ts\": us, \"pid\": .., \"args\": {\"value\": value}} per "
+                "counter sample.")
+
+
+def tracks(trace, what):
+    """(track names by (pid, tid), "X" events by track, sorted "C" events) of a Chrome trace."""
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise Fail(f"{what} should be a dict with a list under \"traceEvents\"", got=describe(trace))
+    ev = trace["traceEvents"]
+    if not all(isinstance(e, dict) for e in ev):
+        raise Fail(f"every entry of {what}['traceEvents'] should be a dict")
+    names = {}
+    for e in ev:
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            names[(e.get("pid"), e.get("tid"))] = (e.get("args") or {}).get("name")
+    xs: dict = {}
+    for e in ev:
+        if e.get("ph") == "X":
+            for key in ("name", "ts", "dur", "pid", "tid"):
+                if key not in e:
+                    raise Fail(f"an \"X\" event has no {key!r}", got=describe(e),
+                               hint="Complete events need name, ph, ts, dur, pid and tid.")
+            xs.setdefault((e["pid"], e["tid"]), []).append(e)
+    counters = sorted((e.get("name"), round(float(e.get("ts", -1)), 3), json.dumps(e.get("args"), sort_keys=True))
+                      for e in ev if e.get("ph") == "C")
+    return names, xs, counters
+
+
+def judge_tracks(g_names, g_xs, expected, hint):
+    """Each request's "X" events (name, ts, dur) on one track of its own, named after it."""
+    named = {}
+    for key, events in g_xs.items():
+        rid = g_names.get(key)
+        if rid is None:
+            raise Fail(f"track {key} has \"X\" events but no \"M\" thread_name event naming it",
+                       hint="Add {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": .., \"tid\": .., "
+                            "\"args\": {\"name\": request_id}} for every track.")
+        if rid in named:
+            raise Fail(f"request {rid!r} is spread over several tracks", hint=hint)
+        named[rid] = sorted((x["name"], round(float(x["ts"]), 3), round(float(x["dur"]), 3)) for x in events)
+    for rid, e in sorted(expected.items()):
+        g = named.get(rid)
+        if g != e:
+            raise Fail(f"the \"X\" events on the track of {rid!r} (name, ts, dur) are wrong",
+                       expected=e[:6], got=(g or [])[:6], hint=hint)
+
+
+def judge_nesting(g_xs, expected, hint):
+    """On every track, two "X" events either nest or do not overlap; one track per request at least."""
+    for key, events in g_xs.items():
+        # by start, the longer first: an interval starting with its parent comes after it
+        iv = sorted(((float(x["ts"]), float(x["ts"]) + float(x["dur"]), x["name"]) for x in events),
+                    key=lambda t: (t[0], -t[1]))
+        for i, (a0, a1, an) in enumerate(iv):
+            for b0, b1, bn in iv[i + 1:]:
+                if b0 >= a1:
+                    break
+                if b1 > a1 + 1e-6:
+                    raise Fail(f"on track {key}, {an!r} [{a0}, {a1}] and {bn!r} [{b0}, {b1}] overlap without "
+                               "nesting", hint=hint)
+    if len(g_xs) < len(expected):
+        raise Fail("fewer tracks than requests", expected=len(expected), got=len(g_xs), hint=hint)
+
+
+@pytest.mark.parametrize("name, aspect, hint", [
+    case("units_are_microseconds", "trace_paths", "units", US_HINT, probe=("chrome", "trace_paths"), points=2,
+         visible=True, fixture="trace_paths"),
+    case("one_track_per_request", "trace_mixed", "tracks", TRACK_HINT, probe=("chrome", "trace_mixed"), points=2,
+         fixture="trace_mixed"),
+    case("spans_nest_on_each_track", "trace_mixed", "nesting", TRACK_HINT, probe=("chrome", "trace_mixed"),
+         points=2, fixture="trace_mixed"),
+    case("counters_are_c_events", "trace_queue_cancel", "counters", COUNTER_HINT,
+         probe=("chrome", "trace_queue_cancel"), fixture="trace_queue_cancel"),
+])
+def test_chrome_trace(observation, name, aspect, hint):
+    """The export's tracks, "X" events (us), nesting and "C" counters against the reference's."""
+    got = result_of({"result": observation}, f"to_chrome_trace(<spans of {name}>)")
+    e_names, e_xs, e_counters = tracks(ref.to_chrome_trace(build_spans(name), counters_of(name)), "expected")
+    g_names, g_xs, g_counters = tracks(got, "the result")
+    expected = {e_names[k]: sorted((x["name"], round(x["ts"], 3), round(x["dur"], 3)) for x in v)
+                for k, v in e_xs.items()}
+    if aspect in ("units", "tracks"):
+        judge_tracks(g_names, g_xs, expected, hint)
+    if aspect == "nesting":
+        judge_nesting(g_xs, expected, hint)
+    if aspect == "counters" and g_counters != e_counters:
+        raise Fail("the \"C\" counter events (name, ts us, args) are wrong", expected=e_counters[:6],
+                   got=g_counters[:6], hint=hint)

@@ -1,0 +1,78 @@
+"""first_deviation(baseline, incident, threshold=0.25): the hidden cases of the cell
+first_deviation_follows_the_table. The rows are probes.rows_of(set); the baseline is trace_baseline."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.checks import result_of
+from autograder.core import Fail, describe
+from autograder.reference import lab06 as ref
+
+from .judging import case, records, same
+from .probes import TRANSFORMS, cut_share, rows_of
+
+pytestmark = pytest.mark.cell("first_deviation_follows_the_table",
+                              description="first_deviation: the first stage that deviates, with evidence; noise is "
+                                          "not a deviation")
+
+# 24 baseline rows: cut-off shares 12/24 -> 17/24 and 3/24 -> 6/24 grow by less than 0.25 (absolute)
+# but by more than 25 % (relative); 12/24 -> 21/24 grows by more than 0.25 either way
+SHARE_PAIRS = [[0.5, 0.7], [0.125, 0.25], [0.5, 0.875]]
+
+
+def row(incident, points=1, visible=False, transform=None, name=None):
+    return case(name or f"diagnoses_{incident.removeprefix('trace_')}", incident, transform,
+                probe=("deviation", incident, transform), points=points, visible=visible, fixture=incident)
+
+
+@pytest.mark.parametrize("incident, transform", [
+    row("trace_queue_incident", 2, visible=True),
+    row("trace_prefill_incident", 2),
+    row("trace_tpot_incident"),
+    row("trace_decode_rounds_incident"),
+    row("trace_kv_cache_incident", 2),
+    row("trace_cut_off_incident"),
+    row("trace_not_latency_incident"),
+    row("trace_noise_only", 2, name="noise_is_not_a_deviation"),
+    row("trace_queue_incident", 1, transform="slow_decode", name="queue_before_decode"),   # every TPOT x3
+])
+def test_diagnosis(observation, incident, transform):
+    """The stage and evidence of the reference's diagnosis, or None where it finds only noise."""
+    expected = ref.first_deviation(rows_of("trace_baseline"), TRANSFORMS[transform](rows_of(incident)))
+    got = result_of({"result": observation}, f"first_deviation(<baseline>, <{incident}>)")
+    if expected is None:
+        if got is not None:
+            raise Fail(f"first_deviation(<baseline>, <{incident}>) reports a deviation in noise", expected=None,
+                       got=got, hint="Differences within threshold * baseline + the minimum delta are noise: "
+                                     "return None.")
+        return
+    if not isinstance(got, dict) or got.get("stage") != expected["stage"]:
+        raise Fail(f"first_deviation(<baseline>, <{incident}>) names the wrong stage",
+                   expected=expected["stage"], got=got.get("stage") if isinstance(got, dict) else describe(got),
+                   hint="Walk the table in the order a request lives: queue, prefill, TPOT, decode rounds, "
+                        "finish reasons, output quality; a queue deviation with a full KV pool is kv_cache.")
+    for key in ("metric", "baseline", "incident"):
+        ev, gv = expected[key], got.get(key)
+        if not (ev == gv if isinstance(ev, str) else same(ev, gv, 1e-9)):
+            raise Fail(f"the evidence {key!r} is wrong", expected=ev, got=gv,
+                       hint="Evidence: the metric compared, its baseline and incident values (medians, or "
+                            "shares for finish reasons and wrong answers).")
+
+
+def _stage(d):
+    return None if d is None else d.get("stage") if isinstance(d, dict) else describe(d)
+
+
+@pytest.mark.probe("deviation_shares", SHARE_PAIRS)
+@pytest.mark.cell(fixture="trace_baseline")
+def test_share_growth_is_absolute(observation):
+    """A share deviates by its absolute growth, not by its growth relative to the baseline share."""
+    for (b, i), got in zip(SHARE_PAIRS, records(observation, len(SHARE_PAIRS))):
+        call = f"first_deviation(<cut-off share {b}>, <cut-off share {i}>)"
+        got = result_of({"result": got}, call)
+        expected = ref.first_deviation(cut_share(rows_of("trace_baseline"), b), cut_share(rows_of("trace_baseline"), i))
+        if _stage(got) != _stage(expected):
+            raise Fail(f"{call} is wrong", expected=_stage(expected), got=_stage(got),
+                       hint="A share deviates when it grows by more than threshold in absolute terms "
+                            "(incident share - baseline share > 0.25), not relative to the baseline share: "
+                            "from 0.5 to 0.7 is no deviation.")

@@ -1,0 +1,61 @@
+"""percentile(values, q): the hidden cases of the cell percentile_type_6."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.checks import rejects, result_of
+from autograder.core import Fail
+from autograder.reference import lab06 as ref
+
+from .judging import case, records, same
+
+pytestmark = pytest.mark.cell("percentile_type_6",
+                              description="percentile: the exact type-6 percentile (numpy method='weibull')")
+
+TYPE6 = ("Type 6: rank h = (n + 1) * q / 100 (1-based); below 1 -> the smallest value, at or above n -> the "
+         "largest; otherwise interpolate between the values at ranks floor(h) and floor(h) + 1.")
+TWENTY = [0.05 * i for i in range(20, 0, -1)]       # 1.0, 0.95, ..., 0.05 (unsorted)
+
+
+def row(name, values, q, *, points=1, visible=False):
+    return case(name, values, q, probe=("percentile_of", values, q), points=points, visible=visible)
+
+
+@pytest.mark.parametrize("values, q", [
+    row("median_of_five", [5.0, 1.0, 4.0, 2.0, 3.0], 50, visible=True),
+    row("interpolates_between_ranks", [0.1, 0.2, 0.4, 0.8, 1.6], 30, points=2),
+    row("p90_of_twenty_interpolates", TWENTY, 90, points=2),
+    row("p99_of_twenty_is_the_max", TWENTY, 99),
+    row("p1_of_twenty_is_the_min", TWENTY, 1),
+    row("ties", [0.3, 0.3, 0.3, 0.9], 50),
+    row("one_sample", [0.42], 95),
+    row("q_0_and_100_are_min_and_max", [2.0, 9.0, 4.0], 100),
+])
+def test_percentile(observation, values, q):
+    """The type-6 percentile of the values, with the caller's list left in its order."""
+    call = f"percentile({values!r}, {q!r})"
+    assert isinstance(observation, dict) and "result" in observation and "unchanged" in observation, \
+        "the probe returned an unexpected observation"
+    got = result_of(observation, call, TYPE6)
+    expected = ref.percentile(list(values), q)
+    if not same(expected, got):
+        raise Fail(f"{call} is wrong", expected=expected, got=got, hint=TYPE6)
+    if not observation["unchanged"]:
+        raise Fail(f"{call} reordered the list it was given",
+                   hint="Sort a copy (sorted(values)), never the caller's list in place.")
+
+
+def bad_row(name, *calls):
+    """Calls (param, label, args) that must raise ValueError naming `param` and showing `label`."""
+    return case(name, [[param, label] for param, label, _ in calls],
+                probe=("calls", "percentile", [args for _, _, args in calls]))
+
+
+@pytest.mark.parametrize("bad", [
+    bad_row("rejects_empty_values", ("values", "[]", [[], 50])),
+    bad_row("rejects_q_out_of_range", ("q", "101", [[1.0, 2.0], 101]), ("q", "-1", [[1.0, 2.0], -1])),
+])
+def test_percentile_rejects(observation, bad):
+    """Empty values, or q outside [0, 100], raise ValueError naming the parameter and showing its value."""
+    for (param, label), rec in zip(bad, records(observation, len(bad))):
+        rejects(rec, f"percentile(<{label}>)", param, label)
