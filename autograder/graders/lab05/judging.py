@@ -28,6 +28,13 @@ def records(obs, n):
     return obs
 
 
+def observed(obs, *keys):
+    """The probe's dict with these keys (anything else is not what the probe builds: no verdict from it)."""
+    if not isinstance(obs, dict) or any(k not in obs for k in keys):
+        raise Fail("the probe returned an unexpected observation", got=describe(obs))
+    return obs
+
+
 def int_result(rec, call, expected, hint):
     """The call returned exactly the int `expected`."""
     got = result_of(rec, call)

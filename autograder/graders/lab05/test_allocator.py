@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.core import Fail
+from autograder.core import Fail, describe
 from autograder.reference import lab05 as ref
 
 from ._inputs import run_ops, sequences
@@ -51,7 +51,7 @@ def test_operation_sequences(observation, seqs, hint):
     """Every step of every sequence observes what the reference's allocator does."""
     seqs = sequences(seqs)
     if not isinstance(observation, list) or len(observation) != len(seqs):
-        raise Fail("the probe returned an unexpected observation", got=f"{type(observation).__name__}")
+        raise Fail("the probe returned an unexpected observation", got=describe(observation))
     for i, (seq, got) in enumerate(zip(seqs, observation)):
         expected = run_ops(ref.BlockAllocator(8, 4), seq)
         if got != expected:

@@ -5,10 +5,11 @@ import pytest
 import torch
 
 from autograder.checks import one_thread
-from autograder.core import Fail, as_tensor, close
+from autograder.core import Fail, as_tensor, close, describe
 from autograder.reference import lab05 as ref
 
 from ._inputs import greedy_rows, keys, shipped
+from .judging import observed
 
 pytestmark = pytest.mark.cell("paged_cache_matches_static",
                               description="PagedKVCache: the decoder runs on it unchanged; blocks on demand, in "
@@ -19,6 +20,7 @@ def judge_parity(obs, block_size, prompt_index, steps):
     """The tiny model's greedy tokens and logits on the student's cache equal StaticKVCache's;
     length, blocks held, bytes and release() agree with the reference's arithmetic."""
     from course.kv_cache import StaticKVCache
+    observed(obs, "tokens", "rows", "length", "table", "bytes", "free_after_release")
     with one_thread():
         decoder, prompts, _ = shipped()
         c = decoder.config
@@ -54,6 +56,8 @@ def test_tiny_model_parity_block_4(observation):
 @pytest.mark.probe("parity_pair", [1, 1, 12], [16, 2, 20])
 def test_tiny_model_parity_block_1_and_16(observation):
     """The same with blocks of 1 and of 16 (other prompts and lengths)."""
+    if not isinstance(observation, list) or len(observation) != 2:
+        raise Fail("the probe returned an unexpected observation", got=describe(observation))
     judge_parity(observation[0], 1, 1, 12)
     judge_parity(observation[1], 16, 2, 20)
 
@@ -62,6 +66,7 @@ def test_tiny_model_parity_block_1_and_16(observation):
 @pytest.mark.cell(points=2)
 def test_gather_follows_the_block_table(observation):
     """Two sequences interleaved, then blocks reused: gather in block-table order, not id order."""
+    observed(observation, "k", "v")
     want = torch.cat([keys(9), keys(3, 100)], dim=2)
     close(as_tensor(observation["k"]), want, atol=0, rtol=0, what="the keys returned by append",
           hint="Gather the blocks in block-table order (position p is in block_table[p // block_size]), "
@@ -73,6 +78,7 @@ def test_gather_follows_the_block_table(observation):
 @pytest.mark.cell(visible=True)
 def test_exact_multiple_of_block_size(observation):
     """8 tokens fill 2 blocks of 4; the 9th takes a third."""
+    observed(observation, "seen", "k")
     if observation["seen"] != [[8, 2], [9, 3]]:
         raise Fail("[length, blocks held] after 8 tokens and after 9 (block_size 4) are wrong",
                    expected=[[8, 2], [9, 3]], got=observation["seen"],
@@ -85,6 +91,7 @@ def test_exact_multiple_of_block_size(observation):
 @pytest.mark.probe("out_of_blocks")
 def test_out_of_blocks_leaves_the_cache_unchanged(observation):
     """An append the pool has no block for raises OutOfBlocks and changes nothing."""
+    observed(observation, "raised", "same", "k", "k2")
     if observation["raised"] != "OutOfBlocks":
         raise Fail("appending a token the pool has no block for should raise OutOfBlocks",
                    expected="OutOfBlocks", got=observation["raised"] or "no exception",

@@ -11,7 +11,7 @@ from autograder.core import Fail, describe, is_raised
 from autograder.reference import lab05 as ref
 
 from ._inputs import TOY_PROMPT, CallbackError, allocator_state, ids, plain_result, toy_run, toy_text
-from .judging import EXACT_HINT, case
+from .judging import EXACT_HINT, case, observed
 
 pytestmark = pytest.mark.cell("run_request_releases_on_every_ending",
                               description="run_request: every ending returns the result with its raw output and "
@@ -45,7 +45,11 @@ def _shown(key, value):
 
 
 def judge_runs(obs, setups, hint, pool_blocks=16, block_size=2, keys=RESULT_KEYS):
+    if not isinstance(obs, list) or len(obs) != len(setups):
+        raise Fail("the probe returned an unexpected observation", got=describe(obs))
     for setup, got in zip(setups, obs):
+        observed(got, "result", "pool", "calls", "streamed")
+        observed(got["pool"], "num_free")
         expected = expected_run(setup, pool_blocks, block_size)
         call = f"run_request(toy, pool, prompt, {', '.join(f'{k}={_shown(k, v)}' for k, v in setup[1].items())}" + \
                (f") on a decoder with {setup[0]}" if setup[0] else ")")
@@ -125,6 +129,7 @@ def test_runs_when_it_needs_exactly_the_pool(observation):
 @pytest.mark.probe("hundred_failures")
 def test_no_growth_after_100_failing_requests(observation):
     """100 requests that fail (model error, NaN, the caller's exception) on one pool leave it whole."""
+    observed(observed(observation, "pool")["pool"], "num_free", "high_water")
     if observation["pool"]["num_free"] != 12:
         raise Fail(f"after 100 failing requests {12 - observation['pool']['num_free']} of 12 blocks are still in "
                    "use", expected=12, got=observation["pool"]["num_free"],
@@ -138,6 +143,7 @@ def test_no_growth_after_100_failing_requests(observation):
 def test_rejects_bad_max_tokens(observation):
     """max_tokens=0: ValueError naming it, before any model call."""
     call = "run_request(toy, pool, prompt, max_tokens=0, to_text=...)"
+    observed(observation, "result", "calls")
     rejects(observation, call, "max_tokens", 0)
     if observation["calls"]:
         raise Fail(f"{call} called the model before rejecting `max_tokens`", expected=0, got=observation["calls"],

@@ -9,7 +9,7 @@ from autograder.core import Fail, describe
 from autograder.reference import lab05 as ref
 
 from ._inputs import TOY_PROMPT, ToyPagedLM, plain_result, shipped, shipped_requests
-from .judging import EXACT_HINT, case
+from .judging import EXACT_HINT, case, observed
 
 pytestmark = pytest.mark.cell("memory_pressure_preempts_newest",
                               description="serve_all: refuse what can never fit, grow on demand, preempt the newest "
@@ -26,6 +26,7 @@ _PREEMPT_HINT = ("When a decode raises OutOfBlocks, preempt the NEWEST running r
 def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=False):
     """Each request's tokens and finish_reason are a solo run's, preemptions the reference's;
     the impossible refused (before any prefill); the pool whole at the end."""
+    observed(observed(obs, "results", "pool", "prefills")["pool"], "num_free", "high_water")
     if on_tiny_model:
         decoder, eos = shipped()[0], None
         c = decoder.config
