@@ -11,6 +11,7 @@ grader judges the same notebooks in autograder/tests/outcomes.py.
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 VARIANTS = Path(__file__).resolve().parent
@@ -31,6 +32,14 @@ def expect_fail(path: Path) -> dict[str, list[str]]:
                                                 for t in node.targets):
             return ast.literal_eval(node.value)
     raise ValueError(f"{Path(path).name} has no EXPECT_FAIL table")
+
+
+@lru_cache(maxsize=None)
+def case_names(lab: str) -> dict[str, list[str]]:
+    """{grade_id: [its hidden cases' names]} of a lab, in the grader's order."""
+    from autograder import get_tests
+
+    return {name: [c.name for c in test.cases] for name, test in get_tests(lab).items()}
 
 
 def grade(lab: str, path: Path) -> dict:
