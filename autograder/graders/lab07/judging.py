@@ -36,7 +36,7 @@ def _shaped(obs) -> bool:
     if not isinstance(obs, dict) or any(k not in obs for k in TRACE_KEYS):
         return False
     if not (isinstance(obs["steps"], list) and isinstance(obs["log"], list) and isinstance(obs["abort_blocks"], dict)
-            and isinstance(obs["logits"], dict)):
+            and isinstance(obs["logits"], dict) and all(isinstance(v, list) for v in obs["logits"].values())):
         return False
     for step in obs["steps"]:
         if not (isinstance(step, dict) and isinstance(step.get("outputs"), list) and _is_int(step.get("forwards"))

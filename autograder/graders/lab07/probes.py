@@ -192,7 +192,7 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
         from course.tracing import RequestTracer
         tracer_obj = RequestTracer(clock)
     engine = Engine(watch, tokenizer, EngineConfig(**config), clock=clock, tracer=tracer_obj)
-    ids, names, steps, admitted = {}, {}, [], []
+    ids, names, steps = {}, {}, []
     aborts = aborts or {}
     last_arrival = max(a for a, _, _ in arrivals)
     abort_blocks = {}
@@ -208,8 +208,6 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
             break
         n_forwards = len(watch.log)
         outs = engine.step()
-        seen = {row[0] for call in watch.log[n_forwards:] for row in call if row[1] == 0}
-        admitted.append(sorted(seen))
         pool = watch.pools[0]
         steps.append({"outputs": [[names.get(o.request_id, "?"), list(o.new_token_ids), o.text_delta,
                                    None if o.finish_reason is None else str(o.finish_reason),
@@ -309,9 +307,10 @@ def sample(reason, seeded=False):
 def trace(ns, name: str):
     """The student's Engine through TRACES[name]: run_trace's plain data, or the exception
     the engine raised mid-trace (judged as a failure with its message)."""
+    spec = copy.deepcopy(TRACES[name])
     with one_thread():
         try:
-            return run_trace(engine_class(ns), **copy.deepcopy(TRACES[name]))
+            return run_trace(engine_class(ns), **spec)
         except Fail:
             raise
         except Exception as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks import one_thread
-from autograder.core import Fail, is_raised
+from autograder.core import Fail, describe, is_raised
 
 from .judging import data, per_request, pool_full_at_end, rows_per_step, same_requests
 from .probes import PROMPTS, STREAM_END, TRACES
@@ -140,9 +140,13 @@ def test_throughput_on_the_cost_model(observation):
         if is_raised(observation):
             raise Fail(f"the throughput trace could not run: {observation['__raised__']}: "
                        f"{observation['message']}")
+        if not isinstance(observation, dict) or set(observation) != {"batched", "sequential"}:
+            raise Fail("the probe returned an unexpected observation", got=describe(observation))
         rates = {}
         for k in ("batched", "sequential"):
             d = data(observation[k])
+            if not isinstance(d["clock"], (int, float)) or isinstance(d["clock"], bool) or d["clock"] <= 0:
+                raise Fail("the probe returned an unexpected observation", got=describe(d["clock"]))
             tokens = sum(len(r["tokens"]) for r in per_request(d).values())
             if tokens != 8 * 16:
                 raise Fail(f"the {k} run produced {tokens} tokens", expected=128, got=tokens)
