@@ -109,13 +109,17 @@ from ._checks import check_int, check_number, check_optional, check_type
 from .serve_protocol import (DEFAULT_COMPLETION_MAX_TOKENS, MAX_BODY_BYTES, MAX_JSON_DEPTH,  # noqa: F401
                              MAX_STOP_STRINGS, ChatCompletionRequest, ChatCompletionResponse,
                              ChatCompletionResponseChoice, ChatMessage, CompletionRequest, CompletionResponse,
-                             CompletionResponseChoice, ErrorResponse, HealthResponse, ModelList, UsageInfo,
-                             explain, json_depth_exceeds, request_schemas, short)
+                             CompletionResponseChoice, CompletionStreamResponse, ChatCompletionStreamResponse,
+                             ErrorResponse, HealthResponse, ModelList, UsageInfo, explain, json_depth_exceeds,
+                             request_schemas, short, sse_event_schema)
 
 MODEL_NAME = "tiny-model"
 # A body whose next part does not arrive within this many seconds is answered 408 (a client
 # that sends less than its Content-Length must not hold a request open for ever).
 BODY_READ_TIMEOUT_S = 10.0
+# A temperature below this samples greedily, as in vLLM (its _SAMPLING_EPS): dividing logits
+# by a temperature near zero overflows to inf instead of approaching argmax.
+GREEDY_BELOW = 1e-5
 
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py), seconds; TPOT_BUCKETS serve both the
 # inter-token latency and the per-request TPOT histograms, as in vLLM.
@@ -296,6 +300,8 @@ def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len:
 
     # -- sampling and stopping (bounds and types were checked by the model)
     temperature = 1.0 if req.temperature is None else req.temperature
+    if temperature < GREEDY_BELOW:      # as vLLM: logits / 1e-109 would overflow to inf
+        temperature = 0.0
     top_p = 1.0 if req.top_p is None else req.top_p
     top_k = None if req.top_k in (None, -1, 0) else req.top_k      # vLLM: -1/0 = off
     seed = req.seed
@@ -797,11 +803,12 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
                                           type="server_error", code="engine_error"))
         return answer.body(out_text, last)
 
-    @app.post("/v1/completions", **_documented(CompletionRequest, CompletionResponse))
+    @app.post("/v1/completions", **_documented(CompletionRequest, CompletionResponse, CompletionStreamResponse))
     async def completions(request: Request):
         return await handle(request, "completion")
 
-    @app.post("/v1/chat/completions", **_documented(ChatCompletionRequest, ChatCompletionResponse))
+    @app.post("/v1/chat/completions", **_documented(ChatCompletionRequest, ChatCompletionResponse,
+                                                    ChatCompletionStreamResponse))
     async def chat_completions(request: Request):
         return await handle(request, "chat")
 
@@ -813,7 +820,9 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
 
             schema = get_openapi(title=app.title, version=app.version, description=app.description,
                                  routes=app.routes)
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(request_schemas())
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name, definition in request_schemas(model_name, max_model_len, vocab_size).items():
+                schemas.setdefault(name, definition)
             app.openapi_schema = schema
         return app.openapi_schema
 
@@ -847,9 +856,10 @@ ERROR_STATUSES = {
 }
 
 
-def _documented(request_model, response_model) -> dict:
+def _documented(request_model, response_model, chunk_model) -> dict:
     """Route keywords for /openapi.json: the request body's model, the JSON answer and
-    its SSE form, and every error status in OpenAI's shape."""
+    its SSE form (each event described, as OpenAPI 3.1 tools read event streams), and
+    every error status in OpenAI's shape."""
     ref = {"$ref": f"#/components/schemas/{request_model.__name__}"}
     return {
         "response_model": None,
@@ -857,7 +867,7 @@ def _documented(request_model, response_model) -> dict:
         "responses": {
             200: {"model": response_model, "description": "The answer; with stream: true, server-sent events "
                                                           "(`data: {chunk}` ... `data: [DONE]`).",
-                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                  "content": {"text/event-stream": {"schema": sse_event_schema(chunk_model)}}},
             **{status: {"model": ErrorResponse, "description": text} for status, text in ERROR_STATUSES.items()},
         },
     }

@@ -15,8 +15,8 @@ and the message cannot drift apart:
 `explain(ValidationError, model, body)` turns pydantic's first error into that sentence
 and the parameter it names (`messages[0].role`, `stop`, ...).
 
-Request models are strict: JSON `true` is not the integer 1, `1.0` is not a token id, and
-`"5"` is not a number. A parameter OpenAI has but the course does not support (n, best_of,
+Request models are strict: JSON `true` is not the integer 1, `"5"` is not a number, and
+`7.5` is not an integer (`7.0` is 7, as JSON Schema counts it). A parameter OpenAI has but the course does not support (n, best_of,
 echo, logprobs, penalties, logit_bias, suffix) is accepted at its neutral value only, and
 the schema says which value that is.
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 MAX_BODY_BYTES = 1 << 20
 MAX_JSON_DEPTH = 32
@@ -78,10 +78,22 @@ def Number(lo: float, hi: float, *, lo_open: bool = False):
                      Rule(f"a number in {interval}")]
 
 
+def _integral(value):
+    """JSON Schema's integer: 7.0 is 7 (a number without a fraction); 7.5, "7" and true are not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def Int(**bounds):
+    """An integer with bounds (ge, le) that the schema shows as minimum and maximum."""
+    return Annotated[int, Field(**bounds), BeforeValidator(_integral)]
+
+
 def Integer(lo: int, hi: int | None = None, must: str | None = None):
     """An optional integer >= lo (and <= hi); bool is not an integer."""
     words = must or (f"an integer in [{lo}, {hi}]" if hi is not None else f"an integer >= {lo}")
-    return Annotated[Optional[Annotated[int, Field(ge=lo, le=hi)]], Rule(words)]
+    return Annotated[Optional[Int(ge=lo, le=hi)], Rule(words)]
 
 
 def Boolean():
@@ -104,14 +116,14 @@ def Unsupported(neutral, why: str):
     elif isinstance(neutral, str):
         inner = Annotated[str, Field(max_length=len(neutral))]
     elif isinstance(neutral, int):
-        inner = Annotated[int, Field(ge=neutral, le=neutral)]
+        inner = Int(ge=neutral, le=neutral)
     else:                                            # 0.0: a number that must be zero
         inner = Annotated[float, Field(ge=neutral, le=neutral)]
     return Annotated[Optional[inner], Rule(words)]
 
 
 NonEmptyString = Annotated[str, Field(min_length=1)]
-TokenId = Annotated[int, Field(ge=0)]
+TokenId = Int(ge=0)
 
 
 class OpenAIBaseModel(BaseModel):
@@ -142,7 +154,7 @@ class _CommonRequest(OpenAIBaseModel):
     logit_bias: Annotated[Optional[Annotated[dict[str, float], Field(max_length=0)]],
                           Rule("", "`{param}` is not supported, got {value}.")] = None
     user: Annotated[Optional[str], Rule("a string")] = None
-    temperature: Number(0.0, 2.0) = Field(1.0, description="0 is greedy.")
+    temperature: Number(0.0, 2.0) = Field(1.0, description="0 (and anything below 1e-5, as in vLLM) is greedy.")
     top_p: Number(0.0, 1.0, lo_open=True) = Field(1.0, description="Nucleus sampling; 1 is off.")
     top_k: Integer(-1, must="an integer >= -1 (-1 or 0: off)") = Field(
         None, description="vLLM's extension: keep the k most likely tokens; -1 or 0 is off.")
@@ -383,11 +395,58 @@ def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def request_schemas() -> dict[str, Any]:
-    """JSON schemas of the request models (and what they use), for /openapi.json's
-    components; a route refers to them as #/components/schemas/<Name>."""
+REF = "#/components/schemas/{model}"
+
+
+def sse_event_schema(chunk: type[BaseModel]) -> dict[str, Any]:
+    """One server-sent event of a stream, as schemathesis and OpenAPI 3.2's itemSchema read
+    it ({"event", "data", ...}): `data: [DONE]` last, an `error` event carrying an
+    ErrorResponse, and otherwise a `data:` chunk (the JSON of `chunk`)."""
+    def payload(model: type[BaseModel]) -> dict:
+        return {"type": "string", "contentMediaType": "application/json",
+                "contentSchema": {"$ref": REF.format(model=model.__name__)}}
+
+    return {"type": "object", "required": ["data"],
+            "properties": {"event": {"type": "string", "enum": ["message", "error"]}, "data": {"type": "string"}},
+            "if": {"properties": {"data": {"const": "[DONE]"}}},
+            "else": {"if": {"properties": {"event": {"const": "error"}}, "required": ["event"]},
+                     "then": {"properties": {"data": payload(ErrorResponse)}},
+                     "else": {"properties": {"data": payload(chunk)}}}}
+
+
+def request_schemas(model_name: str | None = None, max_model_len: int | None = None,
+                    vocab_size: int | None = None) -> dict[str, Any]:
+    """JSON schemas of the request models and the stream chunks (and what they use), for
+    /openapi.json's components; a route refers to them as #/components/schemas/<Name>. A server adds
+    what only it knows: its model's id (an enum of one), max_tokens below its context,
+    prompt token ids below its vocabulary size."""
     from pydantic.json_schema import models_json_schema
 
-    _, top = models_json_schema([(CompletionRequest, "validation"), (ChatCompletionRequest, "validation")],
-                                ref_template="#/components/schemas/{model}")
-    return top["$defs"]
+    _, top = models_json_schema([(CompletionRequest, "validation"), (ChatCompletionRequest, "validation"),
+                                 (CompletionStreamResponse, "serialization"),
+                                 (ChatCompletionStreamResponse, "serialization"), (ErrorResponse, "serialization")],
+                                ref_template=REF)
+    schemas = top["$defs"]
+    for name in ("CompletionRequest", "ChatCompletionRequest"):
+        props = schemas[name]["properties"]
+        if model_name is not None:
+            props["model"]["enum"] = [model_name]
+        if max_model_len is not None:     # a prompt has at least one token
+            for key in ("max_tokens", "max_completion_tokens"):
+                if key in props:
+                    _set_on_integers(props[key], maximum=max_model_len - 1)
+    if vocab_size is not None:
+        _set_on_integers(schemas["CompletionRequest"]["properties"]["prompt"], maximum=vocab_size - 1)
+    return schemas
+
+
+def _set_on_integers(schema, **keywords) -> None:
+    """Add keywords to every integer schema inside `schema` (through anyOf and items)."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "integer":
+            schema.update(keywords)
+        for value in schema.values():
+            _set_on_integers(value, **keywords)
+    elif isinstance(schema, list):
+        for value in schema:
+            _set_on_integers(value, **keywords)
