@@ -38,7 +38,7 @@ ROSTER ?= hub/roster.csv
 $(HUB_STAMP): $(STAMP) pyproject.toml hub/package-lock.json
 	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	  else echo "the hub's proxy needs Node.js and npm: sudo apt-get install nodejs npm"; exit 1; fi; }
-	$(PY) -m pip install --quiet -e '.[hub]'
+	$(PY) -m pip install --quiet -e '.[hub,e2e]'
 	npm ci --prefix hub --no-audit --no-fund --loglevel=error
 	@touch $@
 
