@@ -1,0 +1,386 @@
+"""course.serve's typed API and its limits on a request body: the models in
+course/serve_protocol.py, /openapi.json, and the 400/404/405/408/413 answers in OpenAI's
+error shape for bodies that are not JSON-typed, not UTF-8, nested too deep or too large.
+
+Fast and without torch: the engine behind the server is a stub that answers every request
+with one token. Nothing asserts on time: "the body was not read" is the number of receive()
+calls the app made, and "/health answers while a prompt is tokenized" holds the tokenizer
+inside encode() until /health has answered.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+from course.serve import (MAX_BODY_BYTES, MAX_JSON_DEPTH, APIErrorResponse, BackgroundServer, _Answer, build_app,
+                          parse_request)
+from course.serve_protocol import (ChatCompletionRequest, ChatCompletionStreamResponse, CompletionRequest,
+                                   CompletionStreamResponse, ErrorResponse, json_depth_exceeds)
+
+MODEL = "tiny-model"
+CONTEXT = 64
+ERROR_KEYS = {"message", "type", "param", "code"}
+
+
+class _Tok:
+    """One token per character; 50 of them."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) % 50 for c in text]
+
+    def __len__(self):
+        return 50
+
+
+class _OneTokenEngine:
+    """Every request ends after one token, "x", with finish_reason length."""
+
+    def __init__(self):
+        self.added, self.n = [], 0
+
+    def add_request(self, prompt_ids, params):
+        self.n += 1
+        self.added.append(f"r{self.n}")
+        return f"r{self.n}"
+
+    def step(self):
+        done, self.added = self.added, []
+        return [SimpleNamespace(request_id=r, new_token_ids=[1], text_delta="x", finish_reason="length",
+                                stop_reason=None, usage=None) for r in done]
+
+    def abort(self, request_id):
+        pass
+
+    def has_unfinished(self):
+        return bool(self.added)
+
+    def stats(self):
+        return {"running": len(self.added), "waiting": 0}
+
+
+def make_app(tokenizer=None, **kw):
+    return build_app(_OneTokenEngine(), tokenizer or _Tok(), max_model_len=CONTEXT, make_params=lambda p: p, **kw)
+
+
+@pytest.fixture(scope="module")
+def url():
+    with BackgroundServer(make_app()) as server:
+        yield server.url
+
+
+def assert_openai_error(r: httpx.Response, status: int, code: str | None = None) -> dict:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    error = r.json()["error"]
+    assert set(error) == ERROR_KEYS
+    ErrorResponse.model_validate(r.json())
+    if code is not None:
+        assert error["code"] == code, error
+    return error
+
+
+def post(url: str, content: bytes, content_type: str | None = "application/json", path="/v1/completions"):
+    headers = {} if content_type is None else {"content-type": content_type}
+    return httpx.post(f"{url}{path}", content=content, headers=headers, timeout=30)
+
+
+# ---------------------------------------------------------------- bodies the server refuses
+
+def test_a_valid_request_is_answered(url):
+    r = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "ab", "max_tokens": 2.0}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"] == "x"
+
+
+@pytest.mark.parametrize("body", [b"[" * 5000, b'{"model": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+                                  b'{"model": "tiny-model", "prompt": ' + b"[" * MAX_JSON_DEPTH + b"1" +
+                                  b"]" * MAX_JSON_DEPTH + b"}"],
+                         ids=["unclosed", "closed", "one-past-the-limit"])
+def test_a_deeply_nested_body_is_a_400_in_openai_shape(url, body):
+    error = assert_openai_error(post(url, body), 400, "invalid_json")
+    assert f"at most {MAX_JSON_DEPTH} deep" in error["message"]
+
+
+def test_the_depth_limit_skips_brackets_inside_strings():
+    assert not json_depth_exceeds(json.dumps({"prompt": "[" * 5000}))
+    assert json_depth_exceeds("[" * (MAX_JSON_DEPTH + 1)) and not json_depth_exceeds("[" * MAX_JSON_DEPTH)
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "application/json; charset=latin-1"])
+def test_a_body_that_is_not_json_typed_is_a_400(url, content_type):
+    body = json.dumps({"model": MODEL, "prompt": "ab"}).encode()
+    error = assert_openai_error(post(url, body, content_type), 400)
+    assert error["code"] in ("invalid_content_type", "invalid_encoding")
+    assert repr(content_type) in error["message"]            # it names what it got
+
+
+def test_json_with_a_charset_or_a_json_suffix_type_is_accepted(url):
+    body = json.dumps({"model": MODEL, "prompt": "ab"}).encode()
+    assert post(url, body, "application/json; charset=UTF-8").status_code == 200
+    assert post(url, body, "application/vnd.api+json").status_code == 200
+
+
+@pytest.mark.parametrize("body", [b'{"model": "tiny-model", "prompt": "\xff\xfe"}',
+                                  '{"model": "tiny-model", "prompt": "é"}'.encode("latin-1")])
+def test_a_body_that_is_not_utf8_is_a_400(url, body):
+    error = assert_openai_error(post(url, body), 400, "invalid_encoding")
+    assert "UTF-8" in error["message"]
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"model": "tiny-model", "prompt": "a", "temperature": NaN}',
+                                  b'{"model": "\\ud800", "prompt": "a"}'])
+def test_invalid_json_nan_and_lone_surrogates_are_a_400(url, body):
+    assert_openai_error(post(url, body), 400, "invalid_json")
+
+
+def test_a_body_that_is_not_an_object_is_a_400(url):
+    error = assert_openai_error(post(url, b"[1, 2]"), 400)
+    assert error["message"] == "The request body must be a JSON object, got list."
+
+
+def test_unknown_path_is_a_404_in_openai_shape(url):
+    error = assert_openai_error(httpx.get(f"{url}/v1/nothing-here", timeout=30), 404, "not_found")
+    assert "/v1/nothing-here" in error["message"]
+    assert_openai_error(post(url, b"{}", path="/v2/completions"), 404, "not_found")
+
+
+@pytest.mark.parametrize("method, path, allowed", [("GET", "/v1/completions", "POST"),
+                                                   ("DELETE", "/v1/chat/completions", "POST"),
+                                                   ("POST", "/health", "GET")])
+def test_wrong_method_is_a_405_in_openai_shape(url, method, path, allowed):
+    r = httpx.request(method, f"{url}{path}", timeout=30)
+    error = assert_openai_error(r, 405, "method_not_allowed")
+    assert r.headers["allow"] == allowed and method in error["message"]
+
+
+# ---------------------------------------------------------------- size and time, at the ASGI level
+
+def _scope(headers: dict) -> dict:
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": "/v1/completions", "raw_path": b"/v1/completions", "query_string": b"", "root_path": "",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+            "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000), "state": {}}
+
+
+def call_asgi(app, headers: dict, parts) -> tuple[int, dict, int]:
+    """Run one request through the app: (status, JSON body, receive() calls made).
+    `parts` yields the body's parts; receive() past the last one waits for ever."""
+    parts, sent, calls = iter(parts), [], [0]
+
+    async def receive():
+        calls[0] += 1
+        part = next(parts, None)
+        if part is None:
+            await asyncio.Event().wait()            # a client that sends no more
+        return {"type": "http.request", "body": part, "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(_scope(headers), receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], json.loads(body), calls[0]
+
+
+def _endless(size: int = 64 * 1024):
+    head = b'{"model": "tiny-model", "prompt": "'
+    yield head
+    while True:
+        yield b"a" * size
+
+
+def test_an_oversized_content_length_is_refused_before_reading_the_body():
+    status, body, calls = call_asgi(make_app(), {"content-type": "application/json",
+                                                 "content-length": str(20_000_000)}, _endless())
+    assert status == 413 and body["error"]["code"] == "request_too_large"
+    assert calls == 0                               # not one part of the body was read
+    assert "20000000" in body["error"]["message"] and str(MAX_BODY_BYTES) in body["error"]["message"]
+
+
+@pytest.mark.parametrize("headers", [{}, {"content-length": "100"}], ids=["no-length", "a-length-that-lies"])
+def test_a_body_past_the_limit_is_refused_while_it_streams(headers):
+    limit = 256 * 1024
+    status, body, calls = call_asgi(make_app(max_body_bytes=limit), {"content-type": "application/json", **headers},
+                                    _endless(64 * 1024))
+    assert status == 413 and body["error"]["code"] == "request_too_large"
+    assert calls == limit // (64 * 1024) + 1        # it stopped at the part that passed the limit
+
+
+def test_a_body_shorter_than_its_content_length_is_timed_out():
+    status, body, calls = call_asgi(make_app(body_read_timeout=0.05),
+                                    {"content-type": "application/json", "content-length": "1000"},
+                                    [b'{"model": '])
+    assert status == 408 and body["error"]["code"] == "request_timeout"
+    assert calls == 2                               # the part it sent, then the wait that timed out
+
+
+# ---------------------------------------------------------------- tokenizing off the event loop
+
+class _HeldTokenizer(_Tok):
+    """encode() waits until the test releases it, and records whether it ran on the event loop."""
+
+    def __init__(self):
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.on_event_loop = None
+
+    def encode(self, text, add_special_tokens=False):
+        try:
+            asyncio.get_running_loop()
+            self.on_event_loop = True
+        except RuntimeError:
+            self.on_event_loop = False
+        self.entered.set()
+        assert self.release.wait(30), "the test never released encode()"
+        return super().encode(text[:8])
+
+
+def test_health_answers_while_a_large_prompt_is_tokenized():
+    tok = _HeldTokenizer()
+    with BackgroundServer(make_app(tok)) as server, ThreadPoolExecutor(1) as pool:
+        big = {"model": MODEL, "prompt": "a" * (MAX_BODY_BYTES // 2), "max_tokens": 1}
+        answer = pool.submit(httpx.post, f"{server.url}/v1/completions", json=big, timeout=60)
+        try:
+            assert tok.entered.wait(30), "encode() was never called"
+            # encode() is held: an event loop running it could not answer this at all.
+            health = httpx.get(f"{server.url}/health", timeout=30)
+            assert health.status_code == 200 and health.json()["status"] == "ok"
+        finally:
+            tok.release.set()
+        assert answer.result().status_code == 200
+    assert tok.on_event_loop is False
+
+
+# ---------------------------------------------------------------- the models and the schema
+
+def openapi_of(app) -> dict:
+    return app.openapi()
+
+
+def test_openapi_describes_every_request_field_with_its_bounds():
+    spec = openapi_of(make_app())
+    schemas = spec["components"]["schemas"]
+    for route, model in (("/v1/completions", CompletionRequest), ("/v1/chat/completions", ChatCompletionRequest)):
+        body = spec["paths"][route]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": f"#/components/schemas/{model.__name__}"}
+        assert set(schemas[model.__name__]["properties"]) == set(model.model_fields)
+        assert schemas[model.__name__]["additionalProperties"] is False
+    props = schemas["CompletionRequest"]["properties"]
+
+    def variant(name: str) -> dict:                 # the non-null branch of an optional field
+        p = props[name]
+        return next(v for v in p.get("anyOf", [p]) if v.get("type") != "null")
+
+    assert props["model"]["enum"] == [MODEL]
+    assert variant("temperature") == {"type": "number", "minimum": 0, "maximum": 2}
+    assert variant("top_p") == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+    assert variant("max_tokens") == {"type": "integer", "minimum": 1, "maximum": CONTEXT - 1}
+    assert variant("n") == {"type": "integer", "minimum": 1, "maximum": 1}
+    assert variant("seed") == {"type": "integer", "minimum": -2 ** 63, "maximum": 2 ** 63 - 1}
+    assert variant("echo")["enum"] == [False]
+    assert variant("logit_bias")["maxProperties"] == 0
+    assert {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 16} in props["stop"]["anyOf"]
+    token_ids = next(v for v in props["prompt"]["anyOf"] if v.get("items", {}).get("type") == "integer")
+    assert token_ids["items"] == {"type": "integer", "minimum": 0, "maximum": len(_Tok()) - 1}
+    chat = schemas["ChatCompletionRequest"]["properties"]
+    assert chat["messages"]["minItems"] == 1
+    assert schemas["ChatMessageParam"]["properties"]["role"]["enum"] == ["user", "assistant"]
+    # pydantic's own names never leak into the schema in place of JSON Schema's
+    assert not any(f'"{k}"' in json.dumps(schemas) for k in ("ge", "gt", "le", "lt"))
+
+
+def test_openapi_describes_answers_errors_and_the_finish_reasons():
+    spec = openapi_of(make_app())
+    schemas = spec["components"]["schemas"]
+    for route, answer in (("/v1/completions", "CompletionResponse"), ("/v1/chat/completions", "ChatCompletionResponse")):
+        responses = spec["paths"][route]["post"]["responses"]
+        assert responses["200"]["content"]["application/json"]["schema"] == {"$ref": f"#/components/schemas/{answer}"}
+        assert "text/event-stream" in responses["200"]["content"]
+        for status in ("400", "404", "408", "413", "429", "500", "503"):
+            assert responses[status]["content"]["application/json"]["schema"] == \
+                {"$ref": "#/components/schemas/ErrorResponse"}, status
+    reasons = ["stop", "length", "cancelled", "timeout", "content_filter"]
+    for choice in ("CompletionResponseChoice", "ChatCompletionResponseChoice", "ChatCompletionResponseStreamChoice"):
+        finish = schemas[choice]["properties"]["finish_reason"]
+        assert [v for v in finish["anyOf"] if "enum" in v][0]["enum"] == reasons, choice
+    assert set(schemas["ErrorInfo"]["properties"]) == ERROR_KEYS
+
+
+async def _sse(kind: str, include_usage: bool) -> list[dict]:
+    answer, queue = _Answer(kind, "r1", MODEL, 3), asyncio.Queue()
+    for text, reason in (("a", None), ("b", "stop")):
+        queue.put_nowait(SimpleNamespace(new_token_ids=[1], text_delta=text, finish_reason=reason,
+                                         stop_reason="." if reason else None, usage=None))
+    events = [e async for e in answer.sse(queue, include_usage)]
+    assert events[-1] == "data: [DONE]\n\n"
+    return [json.loads(e[len("data: "):]) for e in events[:-1]]
+
+
+@pytest.mark.parametrize("kind, model", [("completion", CompletionStreamResponse),
+                                         ("chat", ChatCompletionStreamResponse)])
+def test_every_stream_chunk_is_an_instance_of_its_model(kind, model):
+    for include_usage in (False, True):
+        chunks = asyncio.run(_sse(kind, include_usage))
+        for chunk in chunks:
+            assert model.model_validate(chunk).model_dump(exclude_unset=True) == chunk
+        assert (chunks[-1].get("usage") is not None) == include_usage
+
+
+# ---------------------------------------------------------------- the checks and their words
+
+def parse(body: dict, kind: str = "completion"):
+    return parse_request(body, kind, _Tok(), model_name=MODEL, max_model_len=CONTEXT, vocab_size=50)
+
+
+def reject(body: dict, kind: str = "completion") -> APIErrorResponse:
+    with pytest.raises(APIErrorResponse) as e:
+        parse(body, kind)
+    return e.value
+
+
+def test_integers_are_json_schema_integers():
+    p = parse({"model": MODEL, "prompt": [1.0, 2], "max_tokens": 3.0, "seed": 7.0, "n": 1.0})
+    assert p.prompt_ids == [1, 2] and p.params["max_tokens"] == 3 and p.params["seed"] == 7
+    assert type(p.params["max_tokens"]) is int
+    for value in (True, 1.5, "3"):
+        err = reject({"model": MODEL, "prompt": "ab", "max_tokens": value})
+        assert err.param == "max_tokens" and err.message == f"`max_tokens` must be an integer >= 1, got {value!r}."
+
+
+def test_a_temperature_near_zero_is_greedy():
+    """As in vLLM: dividing logits by 4e-109 would overflow them to inf."""
+    assert parse({"model": MODEL, "prompt": "ab", "temperature": 4e-109}).params["temperature"] == 0.0
+    assert parse({"model": MODEL, "prompt": "ab", "temperature": 1e-3}).params["temperature"] == 1e-3
+
+
+def test_errors_name_the_parameter_and_its_value_in_the_course_template():
+    cases = [
+        ({"temperature": 2.5}, "temperature", "`temperature` must be a number in [0.0, 2.0], got 2.5."),
+        ({"top_p": 0}, "top_p", "`top_p` must be a number in (0.0, 1.0], got 0."),
+        ({"n": 2}, "n", "`n` must be 1 (one choice per request), got 2."),
+        ({"echo": True}, "echo", "`echo` must be false (echo is not supported), got True."),
+        ({"stream_options": {"include_usage": True}}, "stream_options",
+         "`stream_options` is only allowed when `stream` is true, got {'include_usage': True}."),
+        ({"frobnicate": 1}, "frobnicate", "Unrecognized request argument supplied: `frobnicate`."),
+        ({"prompt": "a" * CONTEXT}, "prompt", f"`prompt` must be at most {CONTEXT - 1} tokens (the model's "
+                                              f"context is {CONTEXT}), got {CONTEXT} tokens."),
+        ({"prompt": [49, 50]}, "prompt", "`prompt` token ids must be in [0, 50), got 50."),
+        ({"model": "x" * 500}, "model", None),
+    ]
+    for extra, param, message in cases:
+        err = reject({"model": MODEL, "prompt": "ab", **extra})
+        assert err.param == param, (extra, err.message)
+        if message is not None:
+            assert err.message == message
+        assert len(err.message) < 200                  # a long value is cut, never echoed whole
+    err = reject({"model": MODEL, "messages": [{"role": "user", "content": "hi"}, 3]}, "chat")
+    assert (err.param, err.message) == ("messages[1]", "`messages[1]` must be an object with role and content, got 3.")
+    err = reject({"model": MODEL, "messages": [{"role": "user", "content": [{"type": "image"}]}]}, "chat")
+    assert err.param == "messages[0].content"
