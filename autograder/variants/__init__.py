@@ -13,7 +13,7 @@ name). A bug variant holds only what differs from a correct solution:
   same name, overriding that method (`class PagedKVCache(PagedKVCache): def gather...`).
   Such a file is a patch: it does not run on its own.
 
-`pytest autograder/variants` grades every variant once (proving.grade: its notebook,
-judged in this process) and reports one item per case it proves: a case of a bug
+`pytest autograder/variants` grades every variant once (proving.grade, in this
+process) and reports one item per case it proves: a case of a bug
 variant's EXPECT_FAIL is xfail(strict=True), every case of a correct variant must pass.
 """

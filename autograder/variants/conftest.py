@@ -1,9 +1,10 @@
 """`pytest autograder/variants` proves every variant against its lab's hidden graders.
 
 Each bug_*.py / correct_*.py is collected as one file of items (the file is read, never
-imported); the variant is graded once, when its first item runs, in the in-kernel harness
-(autograder.variants.proving.grade: its notebook's cells run in this process and every
-hidden case is judged there). The items:
+imported by pytest); the variant is graded once, when its first item runs, in the
+in-kernel harness (autograder.variants.proving.grade: the variant's code runs in this
+process, a patch variant inside its notebook, and every hidden case is judged there).
+The items:
 
 * `EXPECT_FAIL`: the table names real cases; a bug variant names at least one, a
   correct one none;

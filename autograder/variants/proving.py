@@ -1,12 +1,14 @@
-"""Grade one variant as a student's notebook is graded in the kernel, and read its table.
+"""Grade one variant in this process (the in-kernel harness), and read its table.
 
     expect_fail(path)   the variant's EXPECT_FAIL, read without running the file
-    grade(lab, path)    {grade_id: TestResult}: the variant spread over the release notebook
-                        (autograder.tests.submissions.from_variant), the graded cells
-                        extracted and run in this process, every hidden case judged there
+    grade(lab, path)    {grade_id: TestResult}, every hidden case judged in this process:
+                        a patch variant (BASE = "solution") as the notebook a student
+                        would submit (autograder.tests.submissions.from_variant, its graded
+                        cells extracted and run); any other variant as the module itself,
+                        its autograder.reference imports real imports
 
-This is the in-kernel harness (what nbgrader's hidden cells run); the sandboxed standalone
-grader judges the same notebooks in autograder/tests/outcomes.py.
+The sandboxed standalone grader judges every variant's notebook in
+autograder/tests/outcomes.py.
 """
 from __future__ import annotations
 
@@ -22,6 +24,13 @@ def is_variant(path: Path) -> bool:
     path = Path(path)
     return (path.suffix == ".py" and path.name.startswith(PREFIXES)
             and path.parent.parent == VARIANTS and path.parent.name.startswith("lab"))
+
+
+def is_patch(path: Path) -> bool:
+    """Whether the variant is a patch on the solution notebook (`BASE = "solution"`)."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BASE" for t in n.targets)
+               for n in tree.body)
 
 
 def expect_fail(path: Path) -> dict[str, list[str]]:
@@ -43,13 +52,16 @@ def case_names(lab: str) -> dict[str, list[str]]:
 
 
 def grade(lab: str, path: Path) -> dict:
-    """{grade_id: TestResult} of the variant's notebook, graded in this process."""
+    """{grade_id: TestResult} of the variant, graded in this process."""
     from autograder import get_tests, run_test
     from autograder.notebook import extract, namespace
     from autograder.tests.submissions import from_variant
 
     path = Path(path)
-    ns = namespace(extract(from_variant(lab, path)).code, f"<variant {lab}/{path.stem}>")
+    if is_patch(path):            # defines only what it replaces: it runs in its notebook
+        ns = namespace(extract(from_variant(lab, path)).code, f"<variant {lab}/{path.stem}>")
+    else:
+        ns = namespace(path.read_text(encoding="utf-8"), str(path))
     return {name: run_test(test, ns) for name, test in get_tests(lab).items()}
 
 
