@@ -29,9 +29,16 @@ def same(e, g, tol=1e-9):
     return isinstance(g, (int, float)) and not isinstance(g, bool) and math.isclose(e, g, rel_tol=1e-9, abs_tol=tol)
 
 
-def records(obs, n: int) -> list:
-    """The observation of a probe that makes n calls: a list of n records."""
+RECORD = ("result", "unchanged", "same_object")    # the keys of a checks.record
+
+
+def records(obs, n: int, keys=()) -> list:
+    """The observation of a probe that makes n calls: a list of n records (each a dict holding
+    `keys`, when keys are named)."""
     assert isinstance(obs, list) and len(obs) == n, f"the probe returned an unexpected observation ({describe(obs)})"
+    if keys:
+        assert all(isinstance(r, dict) and set(keys) <= set(r) for r in obs), \
+            f"the probe returned an unexpected observation ({describe(obs)})"
     return obs
 
 

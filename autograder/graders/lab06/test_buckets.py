@@ -10,7 +10,7 @@ from autograder.checks import rejects, result_of
 from autograder.core import Fail
 from autograder.reference import lab06 as ref
 
-from .judging import case, records, same
+from .judging import RECORD, case, records, same
 
 pytestmark = pytest.mark.cell("buckets_and_histogram_percentile",
                               description="bucket_counts with 'le' edges, and percentiles read back from the buckets")
@@ -56,7 +56,7 @@ def row(name, fn_name, calls, hint, *, points=1, visible=False):
 def test_buckets(observation, fn_name, calls, hint):
     """Each call's result equals the reference's on the same arguments (counts as a list of ints)."""
     compare = ints if fn_name == "bucket_counts" else same
-    for (label, args), rec in zip(calls, records(observation, len(calls))):
+    for (label, args), rec in zip(calls, records(observation, len(calls), RECORD)):
         call = f"{fn_name}({label})"
         got = result_of(rec, call, hint)
         expected = getattr(ref, fn_name)(*copy.deepcopy(args))
@@ -67,5 +67,5 @@ def test_buckets(observation, fn_name, calls, hint):
 @pytest.mark.probe("calls", "histogram_percentile", [[[1, 2, 3], EDGES, 50]])
 def test_rejects_counts_of_the_wrong_length(observation):
     """Counts that are not one per bucket (len(boundaries) + 1) raise ValueError naming bucket_counts."""
-    rec, = records(observation, 1)
+    rec, = records(observation, 1, RECORD)
     rejects(rec, "histogram_percentile(<[1, 2, 3]>)", "bucket_counts", "[1, 2, 3]")

@@ -7,7 +7,7 @@ from autograder.checks import rejects, result_of
 from autograder.core import Fail
 from autograder.reference import lab06 as ref
 
-from .judging import case, records, same
+from .judging import RECORD, case, records, same
 
 pytestmark = pytest.mark.cell("percentile_type_6",
                               description="percentile: the exact type-6 percentile (numpy method='weibull')")
@@ -57,5 +57,5 @@ def bad_row(name, *calls):
 ])
 def test_percentile_rejects(observation, bad):
     """Empty values, or q outside [0, 100], raise ValueError naming the parameter and showing its value."""
-    for (param, label), rec in zip(bad, records(observation, len(bad))):
+    for (param, label), rec in zip(bad, records(observation, len(bad), RECORD)):
         rejects(rec, f"percentile(<{label}>)", param, label)
