@@ -1,15 +1,15 @@
 """Hidden graders and the harnesses that run them.
 
-One set of graders (autograder/graders/labNN.py, each a list of `Test`s made of
-`Case`s) serves two harnesses:
+One set of graders (autograder/graders/labNN/, pytest tests: see autograder/plugin.py)
+serves two harnesses:
 
 * in the kernel (nbgrader hidden test cells): `autograder.kernel.grade(...)`
-  runs each case's probe on the notebook's globals and judges it there;
-* standalone (`python -m autograder grade`): the probe runs in a child process
+  runs each test's probe on the notebook's globals and judges it with pytest there;
+* standalone (`python -m autograder grade`): the probe runs in a sandboxed child
   on the student's extracted code and only plain data comes back; the parent
-  process judges, so expected values never enter the student's process.
+  process runs the tests, so expected values never enter the student's process.
 """
-__all__ = ["Case", "CaseResult", "Fail", "Test", "TestResult", "get_tests", "labs", "run_case", "run_test"]
+__all__ = ["Case", "CaseResult", "Fail", "Test", "TestResult", "get_tests", "labs", "probe_case", "run_test"]
 
 
 def __getattr__(name):

@@ -1,18 +1,15 @@
-"""The one way to write a grader: inputs, a recorded call, and judges.
+"""Helpers for writing graders: inputs and recorded calls (probe side), failures with
+expected and got (test side), the shipped model.
 
-A grader file (autograder/graders/labNN.py) reads top-down:
+A lab's graders are pytest tests (autograder/graders/labNN/, see autograder/plugin.py).
 
-    API     = {"fn_name": "(a, b, *, c=None)", ...}   # the stub signatures in the release
-    inputs  = Input("fixture 'peaked'", lambda: (logits,), {"top_p": 0.9})
-    probes  = call_probe("fn_name", [inputs...])       # runs in the student's process
-    judges  = plain functions of the observation      # run where expected values live
-    TESTS   = [Test(LAB, "grade_id", "description", (Case(...), ...)), ...]
-
-Probe side (runs in the student's process; never sees expected values):
+Probe side (probes.py: runs in the student's process; never sees expected values):
+    Input(label, make, kwargs)     one call's arguments, built fresh each time
     record(fn, args, kwargs)       -> {"result", "unchanged", "same_object"}
-    call_probe(name, inputs)       -> probe(ns) returning one record per input
+    one_thread(), shipped_model()  torch on one thread; the tiny model, loaded once
 
-Judge side (raise Fail; never trust anything but the plain observation):
+Test side (test_*.py: the grading process; trusts nothing but the plain observation;
+each raises Fail with what was expected and what came back):
     result_of(rec, call, hint)     the value, or a Fail that explains what was raised
     rejects(rec, call, param, value, hint)
                                    a ValueError naming `param` and showing `value`
@@ -20,25 +17,23 @@ Judge side (raise Fail; never trust anything but the plain observation):
     unchanged(rec, call)           the inputs were not modified in place
     close(got, expected, ...)      values equal within tolerance; NaN == NaN, inf == inf
     explain(raised)                one sentence and a hint for an exception record
-    rejects_case(...)              a whole Case for a list of bad arguments
     reference_rejects(ref_fn, ...) the reference rejects what a case demands rejected
 """
 from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache, wraps
+from functools import lru_cache
 from typing import Any, Callable
 
 import torch
 
-from .core import Case, Fail, Test, as_tensor, close, describe, function, is_raised, raised, same_values
+from .core import Fail, as_tensor, close, describe, is_raised, raised, same_values
 
-__all__ = ["Input", "record", "call_probe", "result_of", "rejects", "unchanged", "close", "explain",
-           "rejects_case", "reference_rejects", "value_forms", "as_tensor", "describe", "Fail", "Case"]
+__all__ = ["Input", "record", "result_of", "rejects", "unchanged", "close", "explain", "reference_rejects",
+           "value_forms", "as_tensor", "describe", "Fail", "one_thread", "shipped_model"]
 
 
 # ---------------------------------------------------------------- inputs
@@ -85,16 +80,6 @@ def record(fn: Callable, args: tuple = (), kwargs: dict | None = None) -> dict:
     same = any(out is a for a in watched)
     return {"result": out, "unchanged": all(same_values(a, b) for a, b in zip(watched, before)),
             "same_object": same}
-
-
-def call_probe(fn_name: str, inputs: list[Input]) -> Callable[[dict], list]:
-    """A probe that calls the student's `fn_name` once per input and records each call."""
-    def probe(ns):
-        fn = function(ns, fn_name)
-        # a deep copy: a student who changes a list argument in place cannot change what the judge sees
-        return [record(fn, i.args(), copy.deepcopy(dict(i.kwargs))) for i in inputs]
-    probe.fn_name = fn_name
-    return probe
 
 
 # ---------------------------------------------------------------- judge side
@@ -213,32 +198,6 @@ def reference_rejects(reference: Callable, args: tuple, kwargs: dict, call: str)
                hint="This is a fault in the grader, not in your code: tell the course staff.")
 
 
-def rejects_case(name: str, fn_name: str, bad: list[tuple[str, Input]], *, points: float = 1,
-                 hint: str | None = None, visible: bool = False, fixture: str | None = None,
-                 reference: Callable | None = None, show_value: bool = True) -> Case:
-    """A Case: each (param, input) must raise ValueError naming `param` and showing
-    the value input.kwargs[param] (or, for a positional parameter, the label).
-    reference: the reference function, which must reject the same inputs (see
-    reference_rejects); show_value=False for a contract that asks only for the name."""
-    inputs = [i for _, i in bad]
-
-    def judge(obs):
-        if not isinstance(obs, list) or len(obs) != len(bad):
-            raise Fail("the probe returned an unexpected observation", got=describe(obs))
-        for (param, inp), rec in zip(bad, obs):
-            value = inp.kwargs.get(param, inp.label)
-            if reference is not None:
-                reference_rejects(reference, inp.args(), inp.kwargs, inp.call_text(fn_name))
-            rejects(rec, inp.call_text(fn_name), param, value, hint, show_value=show_value)
-
-    return Case(name, points, call_probe(fn_name, inputs), judge, visible=visible, fixture=fixture, hint=hint)
-
-
-def api_signatures(module) -> dict[str, str]:
-    """The API declaration of a grader module (`API = {name: "(signature)"}`)."""
-    return dict(getattr(module, "API", {}) or {})
-
-
 # ---------------------------------------------------------------- the shipped model
 
 @contextlib.contextmanager
@@ -254,22 +213,6 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def on_one_thread(fn: Callable) -> Callable:
-    """`fn`, called inside one_thread()."""
-    @wraps(fn)
-    def wrapper(*args, **kwargs):
-        with one_thread():
-            return fn(*args, **kwargs)
-    return wrapper
-
-
-def single_threaded(test: Test) -> Test:
-    """`test` with every probe and judge run on one CPU thread."""
-    cases = tuple(dataclasses.replace(c, probe=on_one_thread(c.probe), judge=on_one_thread(c.judge))
-                  for c in test.cases)
-    return dataclasses.replace(test, cases=cases)
 
 
 @lru_cache(maxsize=1)

@@ -1,18 +1,20 @@
-"""Grader building blocks: Case, Test, plain-data observations, judging.
+"""What the harnesses share: the collected cases, plain-data observations, results.
 
-A Case has two halves:
+A lab's graders are pytest tests (autograder/graders/labNN/, run by autograder.plugin).
+Collected, each test is a `Case` of a `Test` (one graded cell, its nbgrader grade id):
 
-    probe(ns) -> observation   runs the student's code (ns = their namespace);
-                               must return plain data (see `to_plain`)
-    judge(observation) -> None raises Fail(message, expected=, got=, hint=)
+    probe(ns) -> observation   a probe of the lab's probes.py with the test's plain arguments:
+                               runs the student's code (ns = their namespace) and returns
+                               plain data (see `to_plain`)
+    the pytest test            judges that observation, in the grading process only
 
-The split is what lets the standalone harness run the probe in a child process
-and the judge in the parent. Probes never see expected values.
+The split is what lets the standalone harness run the probe in a sandboxed child and the
+test in the parent. Probes never see expected values; a probed case waits as `Pending`
+until `autograder.plugin.judge_pending` hands its observation to the test.
 """
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import os
 import pkgutil
@@ -42,16 +44,14 @@ class NotPlain(TypeError):
 
 @dataclass(frozen=True)
 class Case:
-    name: str
+    """One collected grader test (autograder.plugin.describe_item)."""
+    name: str                        # the pytest id: parametrize id, or the function's name without test_
     points: float
-    probe: Callable[[dict], Any]
-    judge: Callable[[Any], None]
+    probe: Callable[[dict], Any]     # the probe with its arguments, for the in-kernel harness
+    call: tuple                      # (probe name, plain args, plain kwargs), for the sandboxed child
     visible: bool = False
     fixture: str | None = None
     hint: str | None = None          # default hint when the probe itself raises
-    # a pytest-judged case (autograder.plugin): judge is None, and `call` = (probe name,
-    # plain args, plain kwargs) tells the sandboxed child which probe of probes.py to run
-    call: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -224,13 +224,6 @@ def _short(x: torch.Tensor):
 
 # ---------------------------------------------------------------- running in-process
 
-def run_case(case: Case, ns: dict) -> CaseResult:
-    """Probe and judge in this process (the nbgrader in-kernel harness, and tests); a
-    pytest-judged case comes back Pending (run_test judges those)."""
-    probed = probe_case(case, ns)
-    return judge_case(case, probed.got) if type(probed) is Pending else probed
-
-
 def probe_case(case: Case, ns: dict) -> CaseResult:
     """Run the probe in this process: Pending (the observation in `got`) or the failure."""
     try:
@@ -257,21 +250,6 @@ def probe_case(case: Case, ns: dict) -> CaseResult:
     return Pending(case.name, 0.0, case.points, False, case.visible, case.fixture, got=obs, hint=case.hint)
 
 
-def judge_case(case: Case, obs: Any) -> CaseResult:
-    """Judge a plain observation (in whichever process holds the expected values). A
-    pytest-judged case (no `judge`) stays Pending: autograder.plugin.judge_pending decides."""
-    if case.judge is None:
-        return Pending(case.name, 0.0, case.points, False, case.visible, case.fixture, got=obs, hint=case.hint)
-    try:
-        case.judge(obs)
-    except Fail as f:
-        return _failed(case, f.message, f.expected, f.got, f.hint or case.hint)
-    except Exception as e:  # a judge that breaks on strange data still gives a verdict
-        return _failed(case, f"the result could not be checked ({type(e).__name__}: {e})",
-                       got=describe(obs), hint=case.hint)
-    return CaseResult(case.name, case.points, case.points, True, case.visible, case.fixture)
-
-
 def _failed(case, message, expected=None, got=None, hint=None) -> CaseResult:
     return CaseResult(case.name, 0.0, case.points, False, case.visible, case.fixture,
                       message, expected, got, hint)
@@ -287,22 +265,17 @@ def _student_frame(exc: BaseException) -> str:
 
 
 def run_test(test: Test, ns: dict, *, visible_only: bool = False) -> TestResult:
-    result = TestResult(test.lab, test.name, test.description)
-    for case in (test.visible_cases() if visible_only else test.cases):
-        result.cases.append(run_case(case, ns))
-    if any(type(c) is Pending for c in result.cases):
-        from .plugin import judge_pending
-        judge_pending(test.lab, [result])
-    return result
+    """Probe every case of `test` in this process (the in-kernel harness) and judge them with pytest."""
+    return run_tests([test], ns, visible_only=visible_only)[0]
 
 
 def run_tests(tests: list[Test], ns: dict, *, visible_only: bool = False) -> list[TestResult]:
-    """run_test for several tests of one lab, with the pytest-judged cases of all of them
-    judged in one pytest run (a lab's self-check: one start-up instead of one per test)."""
+    """run_test for several tests of one lab, with the cases of all of them judged in one
+    pytest run (a lab's self-check: one start-up instead of one per test)."""
     results = []
     for test in tests:
         result = TestResult(test.lab, test.name, test.description)
-        result.cases = [run_case(c, ns) for c in (test.visible_cases() if visible_only else test.cases)]
+        result.cases = [probe_case(c, ns) for c in (test.visible_cases() if visible_only else test.cases)]
         results.append(result)
     pending = [r for r in results if any(type(c) is Pending for c in r.cases)]
     if pending:
@@ -314,23 +287,17 @@ def run_tests(tests: list[Test], ns: dict, *, visible_only: bool = False) -> lis
 # ---------------------------------------------------------------- registry
 
 def labs() -> list[str]:
-    """Labs that have graders (modules autograder/graders/labNN.py, or packages labNN/)."""
+    """Labs that have graders (packages autograder/graders/labNN/ of pytest tests)."""
     from . import graders
-    return sorted(m.name for m in pkgutil.iter_modules(graders.__path__) if m.name.startswith("lab"))
+    return sorted(m.name for m in pkgutil.iter_modules(graders.__path__) if m.name.startswith("lab") and m.ispkg)
 
 
 def get_tests(lab: str) -> dict[str, Test]:
-    """The graded tests of `lab`, by name."""
+    """The graded cells of `lab` (collected from its pytest tests), by grade id."""
     if lab not in labs():
         raise ValueError(f"`lab` must be one of {', '.join(labs())}, got {lab!r}.")
-    module = importlib.import_module(f"autograder.graders.{lab}")
-    if not hasattr(module, "TESTS"):        # a package of pytest tests (autograder.plugin)
-        from .plugin import collect
-        return dict(collect(lab))
-    tests = {t.name: t for t in module.TESTS}
-    if len(tests) != len(module.TESTS):
-        raise RuntimeError(f"duplicate test names in autograder.graders.{lab}")
-    return tests
+    from .plugin import collect
+    return dict(collect(lab))
 
 
 LIBRARY_PACKAGES = ("course", "autograder")   # code a graded function must not come from

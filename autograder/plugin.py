@@ -148,9 +148,9 @@ def describe_item(item) -> tuple[str, Case] | str:
     if extra:
         return f"{where}: a grader test may only use the `observation` fixture, not {sorted(extra)}"
     fn = probes[name]
-    case = Case(case_name(item), float(cell.get("points", 1)), lambda ns: fn(ns, *args, **kwargs), None,
-                visible=bool(cell.get("visible", False)), fixture=cell.get("fixture"), hint=cell.get("hint"),
-                call=(name, args, kwargs))
+    case = Case(case_name(item), float(cell.get("points", 1)), lambda ns: fn(ns, *args, **kwargs),
+                (name, args, kwargs), visible=bool(cell.get("visible", False)), fixture=cell.get("fixture"),
+                hint=cell.get("hint"))
     return str(cell["grade_id"]), case
 
 

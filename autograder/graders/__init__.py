@@ -1,1 +1,1 @@
-"""One module per lab: TESTS, a list of autograder.core.Test."""
+"""One package per lab: its hidden graders as pytest tests (see autograder/plugin.py)."""

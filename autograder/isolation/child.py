@@ -312,7 +312,7 @@ def _make_watch(grader_module):
 
 
 def _probe_answer(case, ns, to_plain, Fail, NotPlain, student_frame):
-    """Run one probe, mirroring autograder.core.run_case (without judging)."""
+    """Run one probe, mirroring autograder.core.probe_case."""
     try:
         obs = to_plain(case.probe(ns))
         return {"kind": "obs", "obs": obs}
@@ -656,8 +656,7 @@ def _zygote_setup(init: dict) -> dict:
     import course  # noqa: F401
     from autograder import core  # noqa: F401
     grader_module = importlib.import_module(f"autograder.graders.{init['lab']}")
-    if not hasattr(grader_module, "TESTS"):     # package form: the tests stay in the parent, the probes come here
-        importlib.import_module(f"autograder.graders.{init['lab']}.probes")
+    importlib.import_module(f"autograder.graders.{init['lab']}.probes")    # the tests stay in the parent
     try:
         import numpy  # noqa: F401
         import matplotlib
@@ -748,7 +747,7 @@ def _child(ctx, cmd_fd: int, res_fd: int, out_fd: int):
         if req.get("t") != "probe":
             continue
         key = (req.get("test"), req.get("case"))
-        entry = probes.get(key) if "probe" not in req else _called(probes, req)
+        entry = _called(probes, req)
         if entry is None:
             send({"t": "answer", "req": req.get("req"), "kind": "fail", "message": f"unknown case {key}"})
             continue
@@ -777,7 +776,7 @@ def _probe_functions(module) -> dict:
 
 
 class _Call:
-    """One pytest-judged case as the probe loop runs it: the named probe with plain arguments."""
+    """One case as the probe loop runs it: the named probe with plain arguments."""
 
     def __init__(self, fn, args, kwargs):
         self.fn, self.args, self.kwargs, self.hint = fn, args, kwargs, None
@@ -787,7 +786,7 @@ class _Call:
 
 
 def _called(probes, req):
-    """(case, restore, helpers) for a request that names a probe, or None when it names none."""
+    """(case, restore, helpers) for a request that names a probe of the lab, or None."""
     fns, restore, helpers = probes[None]
     fn, args, kwargs = fns.get(req.get("probe")), req.get("args"), req.get("kwargs")
     if fn is None or type(args) is not list or type(kwargs) is not dict:
@@ -800,7 +799,6 @@ def _child_setup(ctx, init, send):
     import resource
     zinit = ctx["init"]
     grader_module = ctx["grader"]
-    tests = list(getattr(grader_module, "TESTS", ()))
     probe_fns = _probe_functions(sys.modules.get(f"{grader_module.__name__}.probes"))
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG: die with the zygote
@@ -872,8 +870,7 @@ def _child_setup(ctx, init, send):
         if not cell["trusted"]:
             _run_cell(cell, ns, send)
     restored = restore()
-    probes = {(t.name, c.name): (c, restore, helpers) for t in tests for c in t.cases}
-    probes[None] = (probe_fns, restore, helpers)
+    probes = {None: (probe_fns, restore, helpers)}
     send({"t": "ready", "restored": restored[:20]})
     return ns, probes
 

@@ -4,10 +4,10 @@
     sub = prepare(path, lab)                    # the notebook's cells (autograder.notebook)
     out = grade_isolated(sub, runtime, slot=0)  # -> Graded(tests=[TestResult], problems=[...])
 
-The parent is the only trusted judge: it sends (test, case) names, reads plain JSON
-observations back and judges them with `autograder.core.judge_case`; expected values
-never enter the sandbox. A child that exits, crashes, hangs or runs out of memory costs
-the case it was running (0 points, with a message); a new child is forked for the
+The parent is the only trusted judge: it sends each case's probe name and plain
+arguments, reads plain JSON observations back and judges them with the lab's pytest tests
+(`autograder.plugin.judge_pending`); expected values never enter the sandbox. A child
+that exits, crashes, hangs or runs out of memory costs the case it was running (0 points, with a message); a new child is forked for the
 remaining cases, and a cell that killed the child is skipped in the next one.
 """
 from __future__ import annotations
@@ -441,12 +441,12 @@ class _ChildProcess:
                 self.ready = msg
                 return msg
 
-    def probe(self, test: str, case: str, deadline: float, call: tuple | None = None) -> dict:
+    def probe(self, test: str, case: str, deadline: float, call: tuple) -> dict:
         req = secrets.token_hex(8)
         self.current_cell = None
-        msg = {"t": "probe", "test": test, "case": case, "req": req}
-        if call is not None:                  # a pytest-judged case: which probe, with what plain arguments
-            msg.update(probe=call[0], args=list(call[1]), kwargs=dict(call[2]))
+        # which probe of the lab's probes.py, with what plain arguments (test and case: for messages)
+        msg = {"t": "probe", "test": test, "case": case, "req": req,
+               "probe": call[0], "args": list(call[1]), "kwargs": dict(call[2])}
         self.send(msg)
         while True:
             msg = self._next(deadline)
@@ -514,9 +514,6 @@ class Graded:
         return round(sum(t.max_score for t in self.tests), 4)
 
 
-_JUDGE_LOCK = threading.RLock()
-
-
 def _failed(case, message: str, hint: str | None = None):
     from ..core import CaseResult
     return CaseResult(case.name, 0.0, case.points, False, case.visible, case.fixture, message, None, None,
@@ -537,17 +534,13 @@ def _jsonable(v) -> bool:
 
 def _from_child(case, msg: dict):
     """Turn the child's answer for `case` into a CaseResult. Only `obs` can earn points, and
-    only through the parent's own judge; everything else the child says is a 0 with text."""
-    from ..core import CaseResult, judge_case
+    only through the parent's pytest tests (it waits as core.Pending); everything else the
+    child says is a 0 with text."""
+    from ..core import CaseResult, Pending
     kind = msg.get("kind")
     if kind == "obs":
-        # judges may import libraries lazily (transformers) and share caches: one at a time
-        with _JUDGE_LOCK:
-            try:
-                return judge_case(case, msg.get("obs"))
-            except Exception as e:  # an observation the judge cannot even read is the student's 0
-                return _failed(case, f"your function returned something the grader cannot judge "
-                                     f"({type(e).__name__})")
+        return Pending(case.name, 0.0, case.points, False, case.visible, case.fixture, got=msg.get("obs"),
+                       hint=case.hint)
     if kind == "fail":
         hint = msg.get("hint")
         return CaseResult(case.name, 0.0, case.points, False, case.visible, case.fixture,

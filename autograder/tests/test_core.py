@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from autograder.core import Case, Fail, NotPlain, Test, as_tensor, close, run_case, run_test, to_plain
+from autograder.core import (Case, CaseResult, Fail, NotPlain, Pending, Test, as_tensor, close, probe_case,
+                             run_test, to_plain)
 from autograder.kernel import check, grade
 
 
@@ -40,24 +41,24 @@ def test_close_points_at_the_real_difference_not_at_shared_infinities():
     close(e.clone(), e)  # equal tensors with -inf pass
 
 
-def _case(probe, judge=lambda obs: None, **kw):
-    return Case("c", 2, probe, judge, **kw)
+def _case(probe, name="c", points=2, **kw):
+    return Case(name, points, probe, ("p", [], {}), **kw)
 
 
-def test_run_case_turns_every_student_error_into_a_zero_with_a_message():
+def test_a_probe_turns_every_student_error_into_a_zero_with_a_message():
     def boom(ns):
         raise KeyError("nope")
-    r = run_case(_case(boom), {})
+    r = probe_case(_case(boom), {})
     assert not r.passed and r.points == 0 and "KeyError" in r.message
-    r = run_case(_case(lambda ns: AlwaysEqual(1)), {})
+    r = probe_case(_case(lambda ns: AlwaysEqual(1)), {})
     assert not r.passed and "subclass of int" in r.message
 
     def stub(ns):
         raise NotImplementedError()
-    assert "not implemented" in run_case(_case(stub), {}).message
+    assert "not implemented" in probe_case(_case(stub), {}).message
 
 
-def test_run_case_fails_a_probe_that_exits_or_interrupts_and_goes_on():
+def test_a_probe_that_exits_or_interrupts_fails_its_case_and_grading_goes_on():
     """Under nbgrader a probe runs in the kernel: sys.exit() or a KeyboardInterrupt
     raised by the student's code must be a failed case, not the end of grading."""
     def exits(ns):
@@ -65,24 +66,25 @@ def test_run_case_fails_a_probe_that_exits_or_interrupts_and_goes_on():
 
     def interrupts(ns):
         raise KeyboardInterrupt()
-    t = Test("labX", "t", "demo", (_case(exits), _case(interrupts), Case("ok", 1, lambda ns: 1, lambda obs: None)))
-    r = run_test(t, {})
-    assert [c.passed for c in r.cases] == [False, False, True]
-    assert "sys.exit(0)" in r.cases[0].message and "KeyboardInterrupt" in r.cases[1].message
-    assert r.score == 1
-
-
-def test_a_broken_judge_still_gives_a_verdict():
-    r = run_case(_case(lambda ns: 1, judge=lambda obs: obs["missing"]), {})
-    assert not r.passed and "could not be checked" in r.message
+    results = [probe_case(_case(p), {}) for p in (exits, interrupts, lambda ns: [1, {"a": 2.5}])]
+    assert [type(r) is Pending for r in results] == [False, False, True]
+    assert "sys.exit(0)" in results[0].message and "KeyboardInterrupt" in results[1].message
+    assert results[2].got == [1, {"a": 2.5}] and not results[2].passed and results[2].points == 0, \
+        "an observation earns nothing until a test judges it"
 
 
 def test_kernel_harness_reports_partial_credit(capsys, monkeypatch):
-    t = Test("labX", "t", "demo", (
-        Case("ok", 1, lambda ns: 1, lambda obs: None, visible=True),
-        Case("bad", 2, lambda ns: 1, lambda obs: (_ for _ in ()).throw(Fail("wrong", expected=2, got=1))),
-    ))
+    t = Test("labX", "t", "demo", (_case(lambda ns: 1, "ok", 1, visible=True), _case(lambda ns: 1, "bad", 2)))
+
+    def judge(lab, results):          # what the lab's pytest tests would decide
+        for r in results:
+            for i, c in enumerate(r.cases):
+                if type(c) is Pending:
+                    ok = c.name == "ok"
+                    r.cases[i] = CaseResult(c.name, c.max_points if ok else 0.0, c.max_points, ok, c.visible,
+                                            c.fixture, "" if ok else "wrong", None if ok else 2, c.got)
     monkeypatch.setattr("autograder.kernel.get_tests", lambda lab: {"t": t})
+    monkeypatch.setattr("autograder.plugin.judge_pending", judge)
     assert grade("labX", "t", {}) == 1.0
     out = capsys.readouterr().out
     assert "PASS ok" in out and "FAIL bad" in out and "expected: 2" in out

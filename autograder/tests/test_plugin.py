@@ -59,7 +59,6 @@ def test_cases_come_from_markers_and_parametrize_ids(tmp_path, monkeypatch):
     assert list(cases) == ["three", "text", "list_echo"]
     assert cases["three"].visible and cases["three"].fixture == "f" and not cases["text"].visible
     assert cases["three"].call == ("echo", [3], {}) and cases["list_echo"].hint == "Lists too."
-    assert cases["three"].judge is None, "judged by pytest, never by a Case judge"
 
 
 @pytest.mark.parametrize("source, why", [
