@@ -7,8 +7,9 @@
 The parent is the only trusted judge: it sends each case's probe name and plain
 arguments, reads plain JSON observations back and judges them with the lab's pytest tests
 (`autograder.plugin.judge_pending`); expected values never enter the sandbox. A child
-that exits, crashes, hangs or runs out of memory costs the case it was running (0 points, with a message); a new child is forked for the
-remaining cases, and a cell that killed the child is skipped in the next one.
+that exits, crashes, hangs or runs out of memory costs the case it was running (0
+points, with a message); a new child is forked for the remaining cases, and a cell that
+killed the child is skipped in the next one.
 """
 from __future__ import annotations
 
