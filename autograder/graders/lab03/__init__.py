@@ -23,7 +23,8 @@ process. Where a probe needs the course loop's result as an input (accept_tool_c
 result, accept_with_retries' attempts), it reads it from datasets/fixtures/lab03_runs.json
 (`course_result`), written from the course loop by datasets/generators/fixtures_lab03_runs.py.
 
-    probes.py     run specs, `build`, the input tables by case, and the probes
+    _inputs.py    run specs, `build`, the course results and the input tables by case
+    probes.py     the probes (they run in the student's process)
     judging.py    the run comparison the generate tests share
     test_*.py     one file per exercise, judged against autograder/reference/lab03.py
 
