@@ -35,10 +35,9 @@ RECORD = ("result", "unchanged", "same_object")    # the keys of a checks.record
 def records(obs, n: int, keys=()) -> list:
     """The observation of a probe that makes n calls: a list of n records (each a dict holding
     `keys`, when keys are named)."""
-    assert isinstance(obs, list) and len(obs) == n, f"the probe returned an unexpected observation ({describe(obs)})"
-    if keys:
-        assert all(isinstance(r, dict) and set(keys) <= set(r) for r in obs), \
-            f"the probe returned an unexpected observation ({describe(obs)})"
+    if not (isinstance(obs, list) and len(obs) == n) \
+            or (keys and not all(isinstance(r, dict) and set(keys) <= set(r) for r in obs)):
+        raise Fail("the probe returned an unexpected observation", got=describe(obs))
     return obs
 
 
@@ -57,11 +56,13 @@ _SPAN_FIELDS = {"name": str, "trace_id": str, "span_id": str, "parent_id": (str,
 
 def span_dump(dump) -> list[dict]:
     """`dump` if it has the shape probes.dump_spans gives, else an assertion error."""
-    assert isinstance(dump, list), f"the probe returned an unexpected observation ({describe(dump)})"
+    if not isinstance(dump, list):
+        raise Fail("the probe returned an unexpected observation", got=describe(dump))
     for s in dump:
-        assert isinstance(s, dict) and all(isinstance(s.get(k), t) for k, t in _SPAN_FIELDS.items()) \
-            and all(isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("time_ns"), _NUMBER)
-                    for e in s["events"]), f"the probe returned a span it could not have dumped ({describe(s)})"
+        if not (isinstance(s, dict) and all(isinstance(s.get(k), t) for k, t in _SPAN_FIELDS.items())
+                and all(isinstance(e, dict) and isinstance(e.get("name"), str)
+                        and isinstance(e.get("time_ns"), _NUMBER) for e in s["events"])):
+            raise Fail("the probe returned an unexpected observation", got=describe(s))
     return dump
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks import rejects, result_of
-from autograder.core import Fail
+from autograder.core import Fail, describe
 from autograder.reference import lab06 as ref
 
 from .judging import RECORD, case, records, same
@@ -34,8 +34,8 @@ def row(name, values, q, *, points=1, visible=False):
 def test_percentile(observation, values, q):
     """The type-6 percentile of the values, with the caller's list left in its order."""
     call = f"percentile({values!r}, {q!r})"
-    assert isinstance(observation, dict) and "result" in observation and "unchanged" in observation, \
-        "the probe returned an unexpected observation"
+    if not (isinstance(observation, dict) and "result" in observation and "unchanged" in observation):
+        raise Fail("the probe returned an unexpected observation", got=describe(observation))
     got = result_of(observation, call, TYPE6)
     expected = ref.percentile(list(values), q)
     if not same(expected, got):

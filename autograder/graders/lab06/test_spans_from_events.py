@@ -35,8 +35,8 @@ ATTRS_HINT = ("The root gets gen_ai.operation.name \"text_completion\", gen_ai.p
 
 def spans_view(obs) -> dict:
     """What the student's spans say per request (judging.view), or why they cannot be read."""
-    assert isinstance(obs, dict) and "result" in obs and "spans" in obs, \
-        f"the probe returned an unexpected observation ({describe(obs)})"
+    if not (isinstance(obs, dict) and "result" in obs and "spans" in obs):
+        raise Fail("the probe returned an unexpected observation", got=describe(obs))
     if is_raised(obs["result"]):
         r = obs["result"]
         raise Fail(f"spans_from_events raised {r['__raised__']}: {r['message']}", got=describe(r))
