@@ -6,9 +6,13 @@ every operation a bounded number of generated requests, valid and invalid. Every
 must be: not a 5xx, documented (status code and content type), and shaped as the schema
 says; a request that does not answer within REQUEST_TIMEOUT_S fails as a hang.
 
-Bounds: MAX_EXAMPLES generated requests per operation, no hypothesis deadline (a request
-that generates up to the context on CPU takes seconds, and that is not a failure), and
-the server's --request-timeout, so a generated request cannot run for minutes.
+Two runs: hypothesis strategies per operation (valid and invalid bodies), and the
+`schemathesis run` CLI (its coverage phase: boundary values, wrong types, missing and
+extra fields; its fuzzing phase; wrong methods). Bounds: MAX_EXAMPLES generated requests
+per operation and phase, no hypothesis deadline (a request that generates up to the
+context on CPU takes seconds, and that is not a failure), and the server's
+--request-timeout, so a generated request cannot run for minutes. About 3-4 minutes on
+2 cores.
 """
 from __future__ import annotations
 
@@ -18,15 +22,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-schemathesis = pytest.importorskip("schemathesis", reason="the e2e extra: pip install -e '.[e2e]'")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,  # noqa: E402
+import schemathesis                  # the e2e extra, which `make e2e` installs
+from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
                                                status_code_conformance)
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_EXAMPLES = 60
+MAX_EXAMPLES = 40
 REQUEST_TIMEOUT_S = 60           # far above any answer: --request-timeout ends a request after 10 s
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
@@ -70,19 +73,32 @@ def test_the_schema_has_exactly_these_operations(api_schema):
 
 
 # schemathesis' own pytest plugin (schema.parametrize) does not run under this pytest, so each
-# operation and generation mode is a plain test that draws its cases with hypothesis.
-@pytest.mark.parametrize("mode", [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE],
-                         ids=["valid", "invalid"])
-@pytest.mark.parametrize("method, path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+# operation and generation mode is a plain test that draws its cases with hypothesis. A GET here
+# takes no parameters, so there is nothing to make invalid.
+CASES = [(m, p, mode) for m, p in OPERATIONS for mode in ("positive", "negative") if m == "POST" or mode == "positive"]
+
+
+@pytest.mark.parametrize("method, path, mode", CASES, ids=[f"{m} {p} {mode}" for m, p, mode in CASES])
 def test_every_answer_is_documented_and_no_5xx_or_hang(api_schema, method, path, mode):
-    operation = api_schema[path][method]
-    if mode is schemathesis.GenerationMode.NEGATIVE and method == "GET":
-        pytest.skip("a GET here takes no parameters: there is nothing to make invalid")
+    strategy = api_schema[path][method].as_strategy(generation_mode=schemathesis.GenerationMode(mode))
 
     @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(case=operation.as_strategy(generation_mode=mode))
+    @given(case=strategy)
     def check(case):
         case.call_and_validate(checks=CHECKS, timeout=REQUEST_TIMEOUT_S)
 
     check()
+
+
+def test_the_schemathesis_cli_finds_nothing(server_url):
+    """`schemathesis run` as a user would: its coverage phase (boundary values of every
+    field, wrong types, missing and extra properties) and its fuzzing phase, plus wrong
+    methods, which must answer 405."""
+    cli = Path(sys.executable).with_name("schemathesis")
+    cmd = [str(cli), "run", f"{server_url}/openapi.json", "--phases", "coverage,fuzzing",
+           "--max-examples", str(MAX_EXAMPLES), "--request-timeout", str(REQUEST_TIMEOUT_S), "--no-color",
+           "--checks", ",".join(c.__name__ for c in CHECKS) + ",unsupported_method"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert "No issues found" in run.stdout, run.stdout[-3000:]
