@@ -252,11 +252,14 @@ def render_chat(messages) -> str:
 
 
 def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len: int,
-                  vocab_size: int | None = None, request_timeout: float | None = None) -> ParsedRequest:
+                  vocab_size: int | None = None, request_timeout: float | None = None,
+                  max_token_chars: int | None = None) -> ParsedRequest:
     """Check an OpenAI request body (kind "completion" or "chat") against its model in
     course.serve_protocol and turn it into prompt ids + engine parameters. Raises
     APIErrorResponse (400, or 404 for an unknown model) naming the first bad parameter
-    and its value. Tokenizes: the server calls it off the event loop."""
+    and its value. Tokenizes: the server calls it off the event loop. max_token_chars
+    (see max_chars_per_token): a text too long to fit the context in tokens is refused
+    without tokenizing it."""
     if not isinstance(body, dict):
         raise APIErrorResponse(400, f"The request body must be a JSON object, got {type(body).__name__}.")
     schema = CompletionRequest if kind == "completion" else ChatCompletionRequest
@@ -274,7 +277,7 @@ def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len:
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]            # a batch of one is one prompt
         if isinstance(prompt, str):
-            prompt_ids = _encode(tokenizer, prompt, "prompt")
+            prompt_ids = _encode(tokenizer, prompt, "prompt", max_model_len, max_token_chars)
         else:
             bad = [t for t in prompt if vocab_size is not None and t >= vocab_size]
             if bad:
@@ -283,7 +286,7 @@ def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len:
         max_tokens = DEFAULT_COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens
     else:
         prompt_param = "messages"
-        prompt_ids = _encode(tokenizer, render_chat(body["messages"]), "messages")
+        prompt_ids = _encode(tokenizer, render_chat(body["messages"]), "messages", max_model_len, max_token_chars)
         if req.max_tokens is not None and req.max_completion_tokens is not None:
             raise invalid("max_completion_tokens", "Give `max_tokens` or `max_completion_tokens`, not both.")
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
@@ -321,10 +324,31 @@ def parse_request(body, kind: str, tokenizer, *, model_name: str, max_model_len:
     return ParsedRequest(prompt_ids, params, stream, include_usage, req.model)
 
 
-def _encode(tokenizer, text: str, param: str) -> list[int]:
+def _encode(tokenizer, text: str, param: str, max_model_len: int, max_token_chars: int | None) -> list[int]:
     if tokenizer is None:
         raise invalid(param, f"`{param}` must be token ids: this server has no tokenizer, got {short(text)}.")
+    if max_token_chars is not None and len(text) > max_token_chars * (max_model_len - 1):
+        at_least = -(-len(text) // max_token_chars)
+        raise invalid(param, f"`{param}` must be at most {max_model_len - 1} tokens (the model's context is "
+                             f"{max_model_len}), got at least {at_least} tokens ({len(text)} characters).")
     return tokenizer.encode(text, add_special_tokens=False)
+
+
+def max_chars_per_token(tokenizer) -> int | None:
+    """The most characters one token of `tokenizer` covers, or None when that bounds
+    nothing. A text of c characters then has at least c / that many tokens, so a prompt
+    far too long for the context is refused without tokenizing it (a megabyte takes about
+    a second to tokenize). Only for a tokenizer whose tokens are spelled out (each
+    character of a byte-level token string stands for one byte) and that has no
+    normalizer (which could shorten the text before it is split)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.normalizer is not None or not hasattr(tokenizer, "convert_ids_to_tokens"):
+        return None
+    try:
+        tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        return max(len(t) for t in tokens if t) or None
+    except Exception:                  # an unusual tokenizer: no bound, tokenize everything
+        return None
 
 
 # ---------------------------------------------------------------- the engine loop
@@ -685,6 +709,7 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     engine_loop = EngineLoop(engine, make_params=make_params or default_make_params(), metrics=metrics)
     metrics.watch(engine_loop.stats)
     vocab_size = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+    max_token_chars = max_chars_per_token(tokenizer) if tokenizer is not None else None
 
     @asynccontextmanager
     async def lifespan(app):
@@ -773,7 +798,7 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     def check(raw: bytes, kind: str) -> ParsedRequest:
         """Parse, validate and tokenize: CPU work proportional to the body, run off the event loop."""
         return parse_request(parse_body(raw), kind, tokenizer, model_name=model_name, max_model_len=max_model_len,
-                             vocab_size=vocab_size, request_timeout=request_timeout)
+                             vocab_size=vocab_size, request_timeout=request_timeout, max_token_chars=max_token_chars)
 
     async def handle(request: Request, kind: str):
         try:

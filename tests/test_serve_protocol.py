@@ -384,3 +384,38 @@ def test_errors_name_the_parameter_and_its_value_in_the_course_template():
     assert (err.param, err.message) == ("messages[1]", "`messages[1]` must be an object with role and content, got 3.")
     err = reject({"model": MODEL, "messages": [{"role": "user", "content": [{"type": "image"}]}]}, "chat")
     assert err.param == "messages[0].content"
+
+
+class _SpelledTokenizer(_Tok):
+    """Tokens spelled out, at most 4 characters each, no normalizer; encode() is counted."""
+    backend_tokenizer = SimpleNamespace(normalizer=None)
+
+    def __init__(self):
+        self.encoded = 0
+
+    def convert_ids_to_tokens(self, ids):
+        return ["abcd" if i == 7 else "a" for i in ids]
+
+    def encode(self, text, add_special_tokens=False):
+        self.encoded += 1
+        return super().encode(text)
+
+
+def test_a_text_too_long_for_the_context_is_refused_without_tokenizing_it():
+    from course.serve import max_chars_per_token
+
+    tok = _SpelledTokenizer()
+    assert max_chars_per_token(tok) == 4 and max_chars_per_token(_Tok()) is None
+    with BackgroundServer(make_app(tok)) as server:
+        # 4 * 63 + 1 characters need at least 64 tokens: more than the prompt may have
+        r = httpx.post(f"{server.url}/v1/completions", json={"model": MODEL, "prompt": "a" * (4 * 63 + 1)}, timeout=30)
+        error = assert_openai_error(r, 400)
+        assert error["param"] == "prompt" and "got at least 64 tokens (253 characters)" in error["message"]
+        assert tok.encoded == 0
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "a" * 300}]}
+        assert assert_openai_error(httpx.post(f"{server.url}/v1/chat/completions", json=chat, timeout=30),
+                                   400)["param"] == "messages"
+        assert tok.encoded == 0
+        ok = httpx.post(f"{server.url}/v1/completions", json={"model": MODEL, "prompt": "ab", "max_tokens": 1},
+                        timeout=30)
+        assert ok.status_code == 200 and tok.encoded == 1
