@@ -49,8 +49,10 @@ def test_answer_modules_are_the_ones_lab03_must_not_reach():
 
 @pytest.mark.parametrize("path,package", [(ROOT / "course" / "runs.py", "course"),
                                           (ROOT / "autograder" / "graders" / "lab03" / "probes.py",
+                                           "autograder.graders.lab03"),
+                                          (ROOT / "autograder" / "graders" / "lab03" / "_inputs.py",
                                            "autograder.graders.lab03")],
-                         ids=["course.runs", "graders.lab03"])
+                         ids=["course.runs", "graders.lab03", "graders.lab03._inputs"])
 def test_scaffolding_and_probes_import_no_answer_module_even_lazily(path, package):
     assert not _imported_modules(path, package) & ANSWERS
 
