@@ -34,8 +34,9 @@ How a request flows. The handler reads the body within those limits; parsing, ch
 against the request model (400 naming the parameter and the value, in OpenAI's error
 shape) and turning the prompt into token ids run in a worker thread
 (anyio.to_thread), so a large prompt never stalls the event loop, /health or other
-streams. It then hands `add_request` to ONE background thread, the engine loop. That
-thread owns the engine:
+streams; a text longer than the context could hold even at the tokenizer's longest token
+is refused without tokenizing it (max_chars_per_token). The handler then hands
+`add_request` to ONE background thread, the engine loop. That thread owns the engine:
 it runs queued commands (add, abort), calls `engine.step()`, and routes every
 RequestOutput to the asyncio queue of its request. The handler reads its queue and
 writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body. Overload (the
