@@ -16,9 +16,9 @@ and the message cannot drift apart:
 and the parameter it names (`messages[0].role`, `stop`, ...).
 
 Request models are strict: JSON `true` is not the integer 1, `"5"` is not a number, and
-`7.5` is not an integer (`7.0` is 7, as JSON Schema counts it). A parameter OpenAI has but the course does not support (n, best_of,
-echo, logprobs, penalties, logit_bias, suffix) is accepted at its neutral value only, and
-the schema says which value that is.
+`7.5` is not an integer (`7.0` is 7, as JSON Schema counts it). A parameter OpenAI has
+but the course does not support (n, best_of, echo, logprobs, penalties, logit_bias,
+suffix) is accepted at its neutral value only, and the schema says which value that is.
 
 Limits on a body, before any of this runs (course.serve checks them; they are stated here
 so the schema module and the server agree):

@@ -299,7 +299,8 @@ def test_openapi_describes_every_request_field_with_its_bounds():
 def test_openapi_describes_answers_errors_and_the_finish_reasons():
     spec = openapi_of(make_app())
     schemas = spec["components"]["schemas"]
-    for route, answer in (("/v1/completions", "CompletionResponse"), ("/v1/chat/completions", "ChatCompletionResponse")):
+    for route, answer in (("/v1/completions", "CompletionResponse"),
+                          ("/v1/chat/completions", "ChatCompletionResponse")):
         responses = spec["paths"][route]["post"]["responses"]
         assert responses["200"]["content"]["application/json"]["schema"] == {"$ref": f"#/components/schemas/{answer}"}
         assert "text/event-stream" in responses["200"]["content"]
