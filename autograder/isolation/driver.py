@@ -74,10 +74,7 @@ def _trusted_sources(lab: str, root: Path, hidden: list[str]) -> dict:
         if p.stem not in HARNESS_MODULES:
             mods[f"autograder.{p.stem}"] = (p, False)
     for name in sorted(sb.lab_modules(lab, root)):
-        p = ag / "graders" / f"{name}.py"
-        if p.is_file():
-            mods[f"autograder.graders.{name}"] = (p, False)
-        elif (ag / "graders" / name / "__init__.py").is_file():    # package form: its API and probes, no tests
+        if (ag / "graders" / name / "__init__.py").is_file():    # a lab's API and probes, never its tests
             mods[f"autograder.graders.{name}"] = (ag / "graders" / name / "__init__.py", True)
             mods[f"autograder.graders.{name}.probes"] = (ag / "graders" / name / "probes.py", False)
             for helper in sorted((ag / "graders" / name).glob("_*.py")):   # the probes' private helpers

@@ -104,3 +104,32 @@ def test_one_pytest_run_for_a_lab_judges_as_one_run_per_test():
     assert [[(c.name, c.passed) for c in r.cases] for r in together] == \
         [[(c.name, c.passed) for c in r.cases] for r in alone]
     assert all(c.passed and type(c) is not Pending for r in together for c in r.cases)
+
+
+def _imports(source: str) -> set[str]:
+    import ast
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ("." * node.level) + (node.module or "")
+            out |= {base} | {f"{base}.{a.name}" if node.module else f"{base}{a.name}" for a in node.names}
+    return out
+
+
+@pytest.mark.parametrize("lab", sorted(p.name for p in plugin.GRADERS.glob("lab[0-9][0-9]") if p.is_dir()))
+def test_what_the_sandboxed_child_loads_of_a_lab_holds_no_test_and_no_expected_value(lab):
+    """The child gets the lab's API and probes (and their private helpers) from the parent's
+    staging; none of them is, or imports, a test, a judging helper or the reference."""
+    from autograder.isolation.driver import _trusted_sources
+    sources = _trusted_sources(lab, plugin.ROOT, [])
+    ours = sorted(m for m in sources if m.startswith(f"autograder.graders.{lab}"))
+    assert f"autograder.graders.{lab}.probes" in ours
+    forbidden = ("autograder.reference", "autograder.plugin", "autograder.variants", "autograder.tests",
+                 "judging", "test_", ".reference")
+    for module in ours:
+        assert not any(f in module.rsplit(".", 1)[-1] or module.startswith(f) for f in forbidden[:4]), module
+        leaked = {i for i in _imports(sources[module][0]) if any(f in i for f in forbidden)}
+        assert not leaked, f"{module} imports {sorted(leaked)}: the student's process would hold expected values"
+    assert not [m for m in sources if m.startswith(("autograder.reference", "autograder.plugin"))]
