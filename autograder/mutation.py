@@ -2,6 +2,7 @@
 hidden cases notice.
 
     python -m autograder.mutation lab04 [lab01 ...] [--keep]      (or: make mutation LAB=lab04)
+    python -m autograder.mutation lab04 --from /tmp/mutation-lab04-…  (the report again, after triage)
 
 mutmut (2.x) does the whole run with its own runner. It plants one small change at a time
 (an operator, a constant, a comparison, `and`/`or`, a return value) in the files that
@@ -15,7 +16,7 @@ A mutant is *killed* when any test fails (the judges then expect something the c
 solution does not do) or when the run goes past mutmut's limit (ten times the unmutated
 run: a planted endless loop; pytest-timeout fails a single test after 30 s first). A
 surviving mutant is a behaviour no case pins down, or an equivalent mutation; every
-survivor is listed with its diff and its triage.
+survivor is listed with its diff and its triage (EQUIVALENT, GAPS).
 
 mutmut writes each mutant into the file itself, so a run never touches this working tree:
 the files git knows here (tracked and untracked, not ignored) are copied to a temporary
@@ -89,7 +90,7 @@ EQUIVALENT = {
         "error-message text (`got` is only shown in the message)",
     ("autograder.reference.lab01", "got = None"): "error-message text (`got` is only shown in the message)",
     ("autograder.reference.lab01", "if ((probs.sum(dim=-1) - 1).abs() >= 1e-4).any():"):
-        "tolerance boundary: a row summing to exactly 1 +- 1e-4 in float32 is not an input any case can build",
+        "the boundary of the tolerance: 'sum to 1 within 1e-4' allows either reading at exactly 1e-4",
     ("autograder.reference.lab01",
      "plogp = torch.where(probs >= 0, probs * torch.log(torch.where(probs > 0, probs, 1.0)), 0.0)"):
         "at p == 0 both branches give 0 (p * log(1.0))",
@@ -101,6 +102,17 @@ EQUIVALENT = {
         "the placeholder is used only where the outer torch.where already picks 0.0",
     ("autograder.reference.lab01", "best_t, best_p = None, -2.0"):
         "any start below 0 is beaten by the first probability (probabilities are >= 0)",
+    ("autograder.reference.lab01", 'return {"temperature": best_t, "XXprobabilityXX": best_p}'):
+        "the judges take only the temperature from the reference; they check the student's keys against the "
+        "contract and the probability against softmax",
+}
+# Survivors read and found to be real gaps (a clause no hidden case exercises), keyed like
+# EQUIVALENT: what a case would have to do to kill them.
+GAPS = {
+    ("autograder.reference.lab01",
+     "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
+        "best_temperature_for_token must reject a bool token_id (True is not a token id); no hidden case "
+        "passes one, so a reference that accepts True as token 1 goes unnoticed",
 }
 
 
@@ -239,12 +251,16 @@ def is_message_mutant(diff: list[str]) -> bool:
         or "check_" in text or "_number(" in text or "name" in text
 
 
+def _key(module: str, diff: list[str]) -> tuple[str, str] | None:
+    after = [d[1:].strip() for d in diff if d.startswith("+")]
+    return (module, after[0]) if len(after) == 1 else None
+
+
 def equivalence(module: str, diff: list[str]) -> str | None:
     """Why a surviving mutant is equivalent, or None."""
     if is_message_mutant(diff):
         return "error-message text (judges never compare the reference's messages)"
-    after = [d[1:].strip() for d in diff if d.startswith("+")]
-    return EQUIVALENT.get((module, after[0])) if len(after) == 1 else None
+    return EQUIVALENT.get(_key(module, diff))
 
 
 def read_cache(copy: Path) -> list[tuple[str, int, int, str]]:
@@ -289,8 +305,11 @@ def report(lab: str, copy: Path, seconds: float) -> dict:
             killed_by = None
         else:
             raise RuntimeError(f"{lab}: mutant {filename}:{line_number + 1} was not run (status {status!r})")
-        rows.append({"module": module, "line": line_number + 1, "killed_by": killed_by, "diff": diff,
-                     "equivalent": None if killed_by else equivalence(module, diff)})
+        row = {"module": module, "line": line_number + 1, "killed_by": killed_by, "diff": diff,
+               "equivalent": None if killed_by else equivalence(module, diff)}
+        if not killed_by and not row["equivalent"]:
+            row["triage"] = GAPS.get(_key(module, diff), "not triaged yet")
+        rows.append(row)
     killed = sum(1 for r in rows if r["killed_by"])
     equivalent = sum(1 for r in rows if r["equivalent"])
     counted = len(rows) - equivalent
@@ -330,6 +349,7 @@ def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
         start = time.perf_counter()
         done = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
+        (copy / ".mutation-seconds").write_text(f"{seconds:.1f}\n", encoding="utf-8")
         if not (copy / ".mutmut-cache").exists() or "Failed to run" in done.stdout + done.stderr:
             raise RuntimeError(f"{lab}: mutmut did not run:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         return report(lab, copy, seconds)
@@ -344,11 +364,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Mutation score of the graders per lab (mutmut and its runner).")
     ap.add_argument("labs", nargs="*", default=None, help=f"default: {' '.join(runnable())}")
     ap.add_argument("--keep", action="store_true", help="keep the private copy mutmut ran in (with .mutmut-cache)")
+    ap.add_argument("--from", dest="kept", type=Path, default=None,
+                    help="rebuild one lab's report from a copy kept by --keep (after editing the triage), no run")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
+    if args.kept is not None and len(args.labs or []) != 1:
+        ap.error("--from needs exactly one lab")
     for lab in args.labs or runnable():
-        r = run_lab(lab, keep=args.keep, log=lambda *a: print(*a, flush=True))
+        if args.kept is not None:
+            r = report(lab, args.kept, float((args.kept / ".mutation-seconds").read_text(encoding="utf-8")))
+        else:
+            r = run_lab(lab, keep=args.keep, log=lambda *a: print(*a, flush=True))
         (OUT / f"mutation_{lab}.json").write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
         rows.append(r)
         print(f"{lab}: {r['killed']} killed, {r['equivalent']} equivalent, {r['survived']} survived of "
