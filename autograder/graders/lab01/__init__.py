@@ -26,7 +26,8 @@ Contract coverage (docstring clause -> the hidden cases that fail when it is bro
   |   equal logits -> exactly 1/V                        | uniform_rows_exactly_uniform                     |
   |   -inf -> 0 (log: -inf); +inf rows share the mass    | masked_tokens_get_.., pos_inf_takes_the_mass     |
   |   validated like check_logits                        | nan_rejected, all_masked_row_rejected            |
-  | greedy_token_ids: argmax, lowest id, +inf, (..., V)  | peaked_argmax, exact_tie_.., pos_inf_rows, batch |
+  | greedy_token_ids: argmax, lowest id, +inf, (..., V)  | peaked_argmax, exact_tie_.., pos_inf_rows,      |
+  |                                                      | batch_shape_2_3                                  |
   |   NaN rejected                                       | nan_rejected                                     |
   | apply_temperature T > 0: logits / T, new tensor,     | divides_logits_by_t, low_t_sharpens,             |
   |   int T, -inf stays, (..., V), T = 1 a copy          | integer_temperature, masked_stay_masked, ..      |

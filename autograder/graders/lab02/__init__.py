@@ -33,7 +33,8 @@ Contract coverage (docstring clause -> the hidden cases that fail when it is bro
   | sample_token: the passed generator only, its state   | same_seed_same_tokens, generator_state_advances, |
   |   advances, global RNG unused, one draw per row,     | global_rng_not_used, rows_sample_their_own_..,   |
   |   removed tokens never drawn, generator validated    | removed_tokens_never_drawn, invalid_generator_.. |
-  |   frequencies follow softmax (chi-square, p > 1e-6)  | long_tail_/masked_tail_/alternating_rows_chi_..  |
+  |   frequencies follow softmax (chi-square, p > 1e-6)  | long_tail_chi_square, masked_tail_chi_square,    |
+  |                                                      | alternating_rows_chi_square                      |
   | filter_logits: temperature -> top-k -> top-p, equal  | long_tail_t07_k5_p09, fixtures_several_settings, |
   |   to transformers' warpers; order; knobs off         | random_logits_batches, top_k_before_top_p,       |
   |                                                      | temperature_before_filters, knobs_off_keep_..    |

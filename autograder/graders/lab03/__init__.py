@@ -48,18 +48,21 @@ generate
   | order: cancel, timeout, call, append, filter, EOS,   | eos_is_stop, eos_on_the_last_allowed_token_is_..,|
   |   stop ids, stop strings, length                     | stop_string_on_the_last_allowed_.., cancel_wins.. |
   | length keeps exactly max_tokens                      | max_tokens_gives_length, length_keeps_exactly_..  |
-  | stop strings across/inside tokens, earliest, include | stop_string_split_.., overlapping_.., inside_..,  |
+  | stop strings across/inside tokens, earliest, include | stop_string_split_.., overlapping_..,             |
+  |                                                      | stop_string_inside_one_token,                     |
   |                                                      | include_stop_str_in_output, earliest_of_several.. |
   | stop_token_ids -> stop_reason id                     | stop_token_id_sets_stop_reason                    |
   | validation before any model call                     | rejects_bad_params_before_calling_the_model       |
-  | cancel checked before every call                     | cancelled_before_.., cancel_at_every_step, ..late |
+  | cancel checked before every call                     | cancelled_before_.., cancel_at_every_step,        |
+  |                                                      | cancel_during_the_last_call_is_too_late           |
   | deadline from generate's start (clock at 1000), >=   | deadline_hit_mid_way, deadline_reached_exactly,   |
   |                                                      | deadline_not_reached                              |
   | model error / NaN logits -> error, never raised      | model_error_is_recorded, error_on_the_first_call, |
   |                                                      | nan_logits_are_an_error                           |
   | content filter on text / on a token (EOS included)   | content_filter_on_text, content_filter_on_token   |
 stream_generate
-  | never sends a held stop prefix while running         | two/three_token_stop_never_leaks, stop_inside_..  |
+  | never sends a held stop prefix while running         | two_token_stop_never_leaks, stop_inside_..,       |
+  |                                                      | three_token_stop_never_leaks                      |
   | releases text that can no longer match               | diverging_match_is_released, overlapping_prefix.. |
   | final flush = rest of generate().text                | cancelled_or_failed_stream_flushes_held_text,     |
   |                                                      | stream_equals_generate_on_every_fixture           |
