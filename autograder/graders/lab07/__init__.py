@@ -29,12 +29,20 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   | stop strings across tokens, never streamed          | stop_string_across_tokens_never_streamed         |
   | deadline ends running and waiting requests          | deadline_ends_running_and_waiting                |
   | a model error / NaN ends only its request           | model_error_ends_only_its_request, nan_logits_.. |
+  | the retry alone starts from a fresh reservation     | model_fails_after_writing_part_of_a_batch        |
+  |   (the failed call may have written part of a cache)|                                                  |
+  | stream never ends with "\ufffd" (half a character)  | half_character_never_streamed                    |
+  | include_stop_str_in_output keeps the stop text      | stop_kept_with_include_stop_str_in_output        |
   | an ending frees blocks in its own step              | blocks_released_in_the_finishing_step            |
   | no forward for a finished request                   | no_forward_after_finishing                       |
   | abort frees blocks now, no output after             | abort_after_*_steps, abort_a_waiting_request     |
   | a late abort is ignored                             | late_abort_is_ignored                            |
   | FCFS: the oldest is never skipped, never starved    | fcfs_head_is_not_skipped, no_request_waits_..    |
   | admission within the block budget and watermark     | admission_respects_the_block_budget, watermark.. |
+  | while something runs, a request that would leave    | watermark_waits_while_others_run                 |
+  |   < watermark_blocks free waits, even if it fits    |                                                  |
+  | a preempted request goes to the FRONT of the queue  | preempted_request_goes_first                     |
+  | a preempted request's spans go back to `queue`      | preempted_request_reopens_queue                  |
   | liveness: no watermark with nothing running; every  | every_admissible_request_finishes                |
   |   request that fits alone ends (a step cap)         |                                                  |
   | preemption: the newest, recomputed, same tokens     | preempted_requests_keep_their_tokens, preempts.. |

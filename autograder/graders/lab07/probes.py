@@ -62,6 +62,22 @@ def scripted(raise_at=None, nan_at=None):
                                 nan_at={key(n): s for n, s in (nan_at or {}).items()})
 
 
+# Byte pieces for the same ids, for the "bytes" traces: ids 5 and 6 are the two halves of
+# "\u4e2d" (UTF-8 e4 b8 ad), so after id 5 the decoded text ends with half a character ("\ufffd").
+BYTE_PIECES = [v.encode() for v in VOCAB]
+BYTE_PIECES[5], BYTE_PIECES[6] = b"\xe4\xb8", b"\xad"
+
+
+class ByteTokenizer:
+    """A byte-level tokenizer over BYTE_PIECES: decode joins the bytes and replaces an
+    incomplete UTF-8 sequence with "\ufffd", as a real BPE tokenizer's decode does."""
+
+    eos_token_id = EOS
+
+    def decode(self, ids):
+        return b"".join(BYTE_PIECES[int(i)] for i in ids).decode("utf-8", errors="replace")
+
+
 def G(max_tokens=8, **kw):
     """Greedy request parameters (plain dict)."""
     return {"temperature": 0, "max_tokens": max_tokens, **kw}
@@ -92,6 +108,15 @@ TRACES = {
                      config={"num_blocks": 32, "block_size": 2, "max_batch": 1}, cost=(1.0, 0.0)),
     "error": ERROR,
     "nan": dict(ERROR, inject={"nan_at": {"p3": 2}}),
+    # at step 2 the model writes p1's and p6's caches, then raises for p3 (and raises for p3 alone)
+    "partial_write": dict(ERROR, inject={"fail_after_write": {"p3": 2}}),
+    # p2's text is "Hello" + "\u4e2d" (two tokens: after the first, the text ends with "\ufffd") + "!!"
+    "half_character": dict(arrivals=[(0, "p2", G(6)), (0, "p1", G(6))], text="bytes",
+                           config={"num_blocks": 32, "block_size": 2, "max_batch": 8}),
+    # the stop token and the stop string are kept in the text
+    "include_stop": dict(arrivals=[(0, "p4", G(10, stop_token_ids=[7], include_stop_str_in_output=True)),
+                                   (0, "p2", G(10, stop=["\nUser:"], include_stop_str_in_output=True))],
+                         config={"num_blocks": 64, "block_size": 2, "max_batch": 8}),
     # abort_frees_blocks_now
     **{f"abort_after_{k}": _abort_trace(k) for k in (0, 1, 2, 4)},
     "waiting_abort": dict(arrivals=[(0, "p3", G(4)), (0, "p7", G(4))], aborts={1: ["p7"]},
@@ -108,6 +133,16 @@ TRACES = {
                    config={"num_blocks": 12, "block_size": 2, "max_batch": 8, "watermark_blocks": 1}),
     "preempt": dict(arrivals=[(0, "p3", G(12)), (0, "p6", G(12)), (0, "p7", G(12))],
                     config={"num_blocks": 9, "block_size": 2, "max_batch": 8, "watermark_blocks": 0}),
+    # Pool 4 x 2 tokens, watermark 2. At step 2 p3 holds 2 blocks (3 tokens): p7 (1 block) would
+    # fit but would leave 1 free block, under the watermark, so it waits until p3 ends (step 7)
+    # and runs alone from step 8.
+    "watermark_waits": dict(arrivals=[(0, "p3", G(8)), (2, "p7", G(2))],
+                            config={"num_blocks": 4, "block_size": 2, "max_batch": 8, "watermark_blocks": 2}),
+    # Pool 5 x 1 token, max_batch 2: q1 waits behind p3 and p7. At step 2 p7 is preempted and
+    # goes back to the FRONT of the queue: when p3 ends (step 3), p7 runs again (steps 4-5)
+    # before q1 (step 6); each of the two needs 3 blocks, so only one fits at step 4.
+    "preempt_front": dict(arrivals=[(0, "p3", G(4)), (0, "p7", G(4)), (0, "q1", G(2))],
+                          config={"num_blocks": 5, "block_size": 1, "max_batch": 2, "watermark_blocks": 0}),
     "watermark": dict(arrivals=[(0, "p3", G(6)), (0, "p7", G(6)), (0, "p9", G(6)), (1, "p1", G(6))],
                       config={"num_blocks": 8, "block_size": 2, "max_batch": 8, "watermark_blocks": 2}),
     # Pool 6 x 1 token, watermark 2. q1 is preempted at step 2 and comes back holding 3 + 2
@@ -125,6 +160,10 @@ TRACES = {
     "spans": dict(arrivals=[(0, "p1", G()), (0, "p8", G()), (1, "p4", G()), (2, "p3", G(3))],
                   aborts={4: ["p3"]}, config={"num_blocks": 64, "block_size": 2, "max_batch": 2}, cost=(1.0, 0.1),
                   tracer=True),
+    # the preempt trace on the tracer: the preempted request's spans go back to `queue`
+    "spans_preempt": dict(arrivals=[(0, "p3", G(12)), (0, "p6", G(12)), (0, "p7", G(12))],
+                          config={"num_blocks": 9, "block_size": 2, "max_batch": 8, "watermark_blocks": 0},
+                          cost=(1.0, 0.1), tracer=True),
 }
 
 
@@ -132,8 +171,9 @@ class Watch:
     """Wrap a batched model: log every forward as rows [request, cached, new] and keep
     each request's latest cache, so its blocks can be read from the allocator."""
 
-    def __init__(self, model, prompts: dict, keep_logits: bool = False):
+    def __init__(self, model, prompts: dict, keep_logits: bool = False, fail_after_write=None):
         self.model, self.prompts, self.keep_logits = model, prompts, keep_logits
+        self.fail_after_write = dict(fail_after_write or {})    # {name: step}: write the others, then raise
         self.pools, self.log, self.caches, self.logits = [], [], {}, {}
 
     def __getattr__(self, name):      # vocab_size, eos_token_id, max_context, decode, device
@@ -156,6 +196,13 @@ class Watch:
         self.log.append([[n, int(c.length), len(ids) - int(c.length)] for n, ids, c in zip(names, token_ids, caches)])
         for n, c in zip(names, caches):
             self.caches[n] = c
+        failing = [i for i, (n, ids) in enumerate(zip(names, token_ids))
+                   if n in self.fail_after_write and len(ids) - len(self.prompts[n]) == self.fail_after_write[n]]
+        if failing:
+            rest = [i for i in range(len(names)) if i not in failing]
+            if rest:                          # the other rows' caches are written before the failure
+                self.model.forward_batch([token_ids[i] for i in rest], [caches[i] for i in rest])
+            raise RuntimeError(f"injected failure for {names[failing[0]]!r} after writing the batch's other rows")
         out = self.model.forward_batch(token_ids, caches)
         if self.keep_logits:
             for n, row in zip(names, out):
@@ -171,22 +218,26 @@ def _blocks(watch, name) -> int:
 # ================================================================= the trace runner
 
 def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts=None, cost=None,
-              tracer=False, keep_logits=False, max_steps=300, late_aborts=()):
+              tracer=False, keep_logits=False, max_steps=300, late_aborts=(), text="vocab"):
     """Step an engine through a trace; return plain data.
 
     arrivals: [(step, name, params dict)]; aborts: {step: [names]} applied before that
-    step; cost: (fixed, per_token) for a SimulatedCost on the engine's FakeClock. The tests
+    step; cost: (fixed, per_token) for a SimulatedCost on the engine's FakeClock; text "bytes":
+    the engine decodes with a ByteTokenizer; inject["fail_after_write"]: the Watch's. The tests
     run the same function on the reference engine.
     """
     clock = FakeClock()
+    fail_after_write = None
     base_name = lambda name: name.split("#")[0]   # noqa: E731  "p8#3": another request with p8's prompt
     if model == "tiny":
         base, tokenizer, prompts = tiny_model(), tiny_tokenizer(), tiny_prompts()
     else:
-        base, tokenizer, prompts = scripted(**(inject or {})), None, PROMPTS
+        inject = dict(inject or {})
+        fail_after_write = inject.pop("fail_after_write", None)
+        base, tokenizer, prompts = scripted(**inject), ByteTokenizer() if text == "bytes" else None, PROMPTS
     if cost is not None:
         base = SimulatedCost(base, clock, *cost)
-    watch = Watch(base, prompts, keep_logits)
+    watch = Watch(base, prompts, keep_logits, fail_after_write if model != "tiny" else None)
     tracer_obj = None
     if tracer:
         from course.tracing import RequestTracer

@@ -13,6 +13,12 @@ pytestmark = pytest.mark.cell("every_ending_frees_its_blocks", description="ever
                                                                            "in its step")
 ENDINGS_HINT = ("After appending the token check, in this order: EOS (not with ignore_eos), stop_token_ids, "
                 "stop strings in the WHOLE text, then max_tokens.")
+PARTIAL_WRITE_HINT = ("The failed batch call wrote the caches of the requests before the broken one: before running "
+                      "each request alone, release its cache and reserve len(req.ids) tokens again.")
+HALF_CHARACTER_HINT = ("Never stream a trailing \"\\ufffd\": it is half of a character whose other bytes come with the "
+                       "next token. Hold it back (do not advance req.sent past it) and send the whole character later.")
+INCLUDE_STOP_HINT = ("With include_stop_str_in_output the final text keeps the stop token's text, or runs to the end "
+                     "of the stop string, and nothing is held back while streaming.")
 ERROR_HINT = ("When forward_batch raises, recompute each request alone and end only those that fail alone "
               "with `error`; a NaN row ends only its request.")
 
@@ -85,3 +91,34 @@ def test_a_failure_ends_only_its_request(observation, trace):
     with one_thread():
         same_requests(observation, trace, ("tokens", "finish"), ERROR_HINT)
         pool_full_at_end(observation)
+
+
+@pytest.mark.probe("trace", "partial_write")
+def test_model_fails_after_writing_part_of_a_batch(observation):
+    """A forward that writes the other requests' caches and then raises: the others run again
+    alone from a fresh reservation and end as usual; only the broken request ends with `error`."""
+    with one_thread():
+        same_requests(observation, "partial_write", ("tokens", "finish"), PARTIAL_WRITE_HINT)
+        pool_full_at_end(observation)
+
+
+@pytest.mark.probe("trace", "half_character")
+def test_half_character_never_streamed(observation):
+    """A token that ends in the middle of a UTF-8 character: its "\ufffd" is never streamed; the
+    whole character follows with the next token."""
+    with one_thread():
+        obs = data(observation)
+        for i, step in enumerate(obs["steps"]):
+            for name, _, delta, finish, _ in step["outputs"]:
+                if finish is None and isinstance(delta, str) and delta.endswith("\ufffd"):
+                    raise Fail(f"step {i} streamed {delta!r} for request {name!r}: a trailing \"\\ufffd\" (half a "
+                               "character) was sent", expected="the delta without its trailing \"\\ufffd\"",
+                               got=delta, hint=HALF_CHARACTER_HINT)
+        same_requests(obs, "half_character", ("tokens", "text", "finish"), HALF_CHARACTER_HINT)
+
+
+@pytest.mark.probe("trace", "include_stop")
+def test_stop_kept_with_include_stop_str_in_output(observation):
+    """include_stop_str_in_output keeps the stop token's text and the stop string in the text."""
+    with one_thread():
+        same_requests(observation, "include_stop", ("tokens", "text", "finish", "stop_reason"), INCLUDE_STOP_HINT)

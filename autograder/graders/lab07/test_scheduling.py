@@ -7,7 +7,7 @@ import pytest
 from autograder.checks import one_thread
 from autograder.core import Fail, describe, is_raised
 
-from .judging import data, per_request, pool_full_at_end, rows_per_step, same_requests
+from .judging import data, expected, per_request, pool_full_at_end, rows_per_step, same_requests
 from .probes import PROMPTS, STREAM_END, TRACES
 
 pytestmark = pytest.mark.cell("scheduling_is_fcfs_and_preempts_the_newest",
@@ -108,6 +108,44 @@ def test_watermark_kept_at_admission(observation):
                            expected=f">= {wm}", got=step["free"],
                            hint="Admit only while num_free - blocks(prompt) >= watermark_blocks.")
         same_requests(obs, "watermark")
+
+
+def same_batches(obs, trace, hint):
+    """Each step's forward holds the requests the reference engine's does (as a set of names)."""
+    got = [sorted({r[0] for r in rows}) for rows in rows_per_step(obs)]
+    want = [sorted({r[0] for r in rows}) for rows in rows_per_step(expected(trace))]
+    for i, w in enumerate(want):
+        g = got[i] if i < len(got) else []
+        if g != w:
+            raise Fail(f"step {i} ran {g}, the reference engine runs {w}", expected=w, got=g, hint=hint)
+
+
+WATERMARK_WAITS_HINT = ("While a request runs, keep watermark_blocks free: admit the head only if num_free - "
+                        "blocks_needed(len(head.ids), block_size) >= watermark_blocks, even when its blocks "
+                        "alone would fit.")
+PREEMPTED_FIRST_HINT = ("Put a preempted request back at the FRONT of engine.waiting (appendleft): it is older "
+                        "than every request still waiting, so it is admitted before them.")
+
+
+@pytest.mark.probe("trace", "watermark_waits")
+def test_watermark_waits_while_others_run(observation):
+    """While p3 runs holding 2 of 4 blocks, p7 (1 block) waits for watermark 2 and runs after p3 ends."""
+    with one_thread():
+        obs = data(observation)
+        same_batches(obs, "watermark_waits", WATERMARK_WAITS_HINT)
+        same_requests(obs, "watermark_waits", hint=WATERMARK_WAITS_HINT)
+        pool_full_at_end(obs)
+
+
+@pytest.mark.probe("trace", "preempt_front")
+def test_preempted_request_goes_first(observation):
+    """A preempted request goes back to the front of the queue: it runs again before a request
+    that was waiting before it was preempted."""
+    with one_thread():
+        obs = data(observation)
+        same_batches(obs, "preempt_front", PREEMPTED_FIRST_HINT)
+        same_requests(obs, "preempt_front", hint=PREEMPTED_FIRST_HINT)
+        pool_full_at_end(obs)
 
 
 @pytest.mark.probe("trace", "livelock")

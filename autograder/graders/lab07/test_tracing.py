@@ -15,6 +15,9 @@ pytestmark = pytest.mark.cell("spans_and_metrics_through_the_tracer",
 SPAN_HINT = ("start_request at arrival (it opens `queue`), start_stage 'prefill' when admitted, a token event at "
              "clock() AFTER the forward that chose it, 'decode' after the first token, end_request at the ending.")
 
+PREEMPT_SPAN_HINT = ("When schedule() preempts a request, open its `queue` stage again (engine.stage(req, 'queue', "
+                     "clock())): it waits once more, then gets `prefill` and `decode` again when readmitted.")
+
 
 def spans(obs) -> dict:
     """The spans part of a traced run: {"requests": {name: ...}, "open": [...], "counters": {...}}."""
@@ -32,15 +35,17 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-@pytest.mark.parametrize("key", [
-    case("stages_per_request", "stages", probe=("trace", "spans"), visible=True),
-    case("ttft_tpot_queue_per_request", "metrics", probe=("trace", "spans"), points=2),
-    case("finish_reasons_on_spans", "finish", probe=("trace", "spans")),
+@pytest.mark.parametrize("key, trace", [
+    case("stages_per_request", "stages", "spans", probe=("trace", "spans"), visible=True),
+    case("ttft_tpot_queue_per_request", "metrics", "spans", probe=("trace", "spans"), points=2),
+    case("finish_reasons_on_spans", "finish", "spans", probe=("trace", "spans")),
+    case("preempted_request_reopens_queue", "stages", "spans_preempt", probe=("trace", "spans_preempt")),
 ])
-def test_request_spans(observation, key):
-    """No span left open; each request's stages, metrics from its spans, and finish reasons as the reference's."""
+def test_request_spans(observation, key, trace):
+    """No span left open; each request's stages, metrics from its spans, and finish reasons as the
+    reference's; a preempted request's stages go back to `queue`, then `prefill` and `decode` again."""
     with one_thread():
-        got, want = spans(observation), expected("spans")["spans"]
+        got, want = spans(observation), expected(trace)["spans"]
         if got["open"]:
             raise Fail("some requests still have open spans after the trace", got=got["open"],
                        hint="Call tracer.end_request on every ending, abort included.")
@@ -57,7 +62,7 @@ def test_request_spans(observation, key):
                                    hint=SPAN_HINT)
             elif g.get(key) != w[key]:
                 raise Fail(f"request {name!r}: `{key}` of its spans differ", expected=w[key], got=g.get(key),
-                           hint=SPAN_HINT)
+                           hint=PREEMPT_SPAN_HINT if trace == "spans_preempt" else SPAN_HINT)
 
 
 @pytest.mark.probe("trace", "spans")
