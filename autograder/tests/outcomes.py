@@ -12,6 +12,9 @@ notebooks, and for lab00 every adversarial notebook (`adv_<name>`, graded with t
 adversarial test's short limits). Adversarial files that only the OS sandbox stops
 (`needs_os`) or that need a C compiler (`needs_cc`) are left out of a comparison on a
 machine without them.
+
+A variant's notebook must run: a bug_*/correct_* whose record reports a cell that raised
+(or did not parse) would fail its cases for that, not for its bug, so compute() raises.
 """
 from __future__ import annotations
 
@@ -62,12 +65,23 @@ def _grade(lab: str, named: dict[str, Path], work: Path, limits=None) -> dict[st
     summary = grade_batch(entries, lab, out, workers=2, limits=limits, progress=False, force=True)
     if summary.errors:
         raise RuntimeError(f"{lab}: grader errors: {summary.errors}")
-    table = {}
+    table, broken = {}, []
     for name in named:
         rec = json.loads((out / "students" / f"{name}.json").read_text(encoding="utf-8"))
+        if name.startswith(("bug_", "correct_")):
+            broken += [f"{lab}/{name}: {p}" for p in rec.get("problems", []) if _cell_broke(p)]
         table[name] = {f"{t['name']}/{c['name']}": [bool(c["passed"]), float(c["points"])]
                        for t in rec["tests"] for c in t["cases"]}
+    if broken:
+        raise RuntimeError("a variant's notebook breaks in its own cells, so its verdicts are not its bug's "
+                           "(see autograder/tests/submissions.py):\n" + "\n".join(broken))
     return table
+
+
+def _cell_broke(problem: str) -> bool:
+    """Whether a student record's problem says a cell failed to run (raised, did not parse,
+    stopped the grading process) rather than something about the notebook's form."""
+    return problem.startswith("cell `") or "setup cell" in problem
 
 
 def _adversarial_skipped() -> set[str]:

@@ -13,7 +13,9 @@ student who wrote that code into the notebook would submit.
 A variant that sets `BASE = "solution"` is a patch on the solution notebook instead: every
 solution cell holds the solution's code, and each def/class of the variant is added after
 the code of the cell that defines that name, so it replaces the solution's (a class may
-subclass the solution's class of the same name to override one method).
+subclass the solution's class of the same name to override one method). An assignment of
+a solution name (`_solution_generate = generate`) goes into that name's cell before the
+variant's code, so the variant may call the solution's version it replaces.
 """
 from __future__ import annotations
 
@@ -209,6 +211,9 @@ def from_source(lab: str, source: str, *, root: Path | None = None) -> nbformat.
         name = getattr(node, "name", None)
         if name in owner:
             per_cell.setdefault(owner[name], []).append(text)
+        elif base == "solution" and isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                and node.value.id in owner:       # `_old = f`: the solution's f, before the patch replaces it
+            per_cell.setdefault(owner[node.value.id], []).append(text)
         else:
             shared.append(text)
     for i, cell in enumerate(cells):

@@ -6,10 +6,10 @@ For each lab with graders:
   * each autograder/variants/labNN/bug_*.py fails every case its EXPECT_FAIL names;
   * each correct_*.py (a differently written correct solution) scores full marks.
 
-Variants are graded in this process by autograder.variants.proving.grade (a patch
-variant inside its notebook); `pytest autograder/variants` proves the same case by
-case, and autograder/tests/outcomes.py grades every variant's notebook in the sandboxed
-standalone grader.
+Variants are graded in this process by autograder.variants.proving.grade (inside the
+notebook a student would submit, unless the variant imports the reference); `pytest
+autograder/variants` proves the same case by case, and autograder/tests/outcomes.py
+grades every variant's notebook in the sandboxed standalone grader.
 """
 from __future__ import annotations
 

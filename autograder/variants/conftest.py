@@ -3,7 +3,8 @@
 Each bug_*.py / correct_*.py is collected as one file of items (the file is read, never
 imported by pytest); the variant is graded once, when its first item runs, in the
 in-kernel harness (autograder.variants.proving.grade: the variant's code runs in this
-process, a patch variant inside its notebook, and every hidden case is judged there).
+process, inside its notebook unless it imports the reference, and every hidden case is
+judged there).
 The items:
 
 * `EXPECT_FAIL`: the table names real cases; a bug variant names at least one, a

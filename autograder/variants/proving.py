@@ -2,10 +2,11 @@
 
     expect_fail(path)   the variant's EXPECT_FAIL, read without running the file
     grade(lab, path)    {grade_id: TestResult}, every hidden case judged in this process:
-                        a patch variant (BASE = "solution") as the notebook a student
-                        would submit (autograder.tests.submissions.from_variant, its graded
-                        cells extracted and run); any other variant as the module itself,
-                        its autograder.reference imports real imports
+                        a variant that imports nothing of autograder.reference (a patch,
+                        BASE = "solution", or a whole solution of its own) as the notebook a
+                        student would submit (autograder.tests.submissions.from_variant, its
+                        graded cells extracted and run); one that imports the reference as
+                        the module itself, its autograder.reference imports real imports
 
 The sandboxed standalone grader judges every variant's notebook in
 autograder/tests/outcomes.py.
@@ -33,6 +34,17 @@ def is_patch(path: Path) -> bool:
                for n in tree.body)
 
 
+def imports_reference(path: Path) -> bool:
+    """Whether the variant imports autograder.reference (in its notebook that becomes a pasted copy)."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("autograder.reference"):
+            return True
+        if isinstance(n, ast.Import) and any(a.name.startswith("autograder.reference") for a in n.names):
+            return True
+    return False
+
+
 def expect_fail(path: Path) -> dict[str, list[str]]:
     """EXPECT_FAIL of a variant file (a literal: a patch variant cannot run on its own)."""
     tree = ast.parse(Path(path).read_text(encoding="utf-8"))
@@ -58,7 +70,7 @@ def grade(lab: str, path: Path) -> dict:
     from autograder.tests.submissions import from_variant
 
     path = Path(path)
-    if is_patch(path):            # defines only what it replaces: it runs in its notebook
+    if is_patch(path) or not imports_reference(path):   # what the student would submit
         ns = namespace(extract(from_variant(lab, path)).code, f"<variant {lab}/{path.stem}>")
     else:
         ns = namespace(path.read_text(encoding="utf-8"), str(path))

@@ -1,7 +1,7 @@
 """Divides by T in place (`logits /= T`): the caller's logits change under its feet."""
 import math
 
-from autograder.reference.lab02 import sample_token, top_k_filter, top_p_filter  # noqa: F401
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"pipeline_matches_transformers": ["input_not_modified"]}
 

@@ -2,7 +2,7 @@
 tokens reach top_p, only how the survivors share the mass."""
 import math
 
-from autograder.reference.lab02 import sample_token, top_k_filter, top_p_filter  # noqa: F401
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"pipeline_matches_transformers": ["temperature_before_filters", "long_tail_t07_k5_p09"]}
 

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from autograder.reference.lab02 import filter_logits, sample_token, top_k_filter  # noqa: F401
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"top_p_keeps_crossing_token": ["exact_boundary_keeps_two"]}
 
@@ -20,6 +20,6 @@ def top_p_filter(logits, top_p, min_tokens_to_keep=1):
     cumsum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
     remove = cumsum > top_p
     remove[..., 1:] = remove[..., :-1].clone()   # shift right: keep the crossing token ...
-    remove[..., 0] = False                       # ... BUG: but a sum equal to p should end the nucleus
+    remove[..., 0] = False                       # BUG: ... but a sum equal to p should end the nucleus
     remove[..., :min_tokens_to_keep] = False
     return logits.masked_fill(remove.scatter(-1, order, remove), -math.inf)

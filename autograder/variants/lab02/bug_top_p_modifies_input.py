@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from autograder.reference.lab02 import filter_logits, sample_token, top_k_filter  # noqa: F401
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"top_p_keeps_crossing_token": ["exact_boundary_keeps_two", "input_not_modified_new_tensor"]}
 

@@ -5,8 +5,8 @@ import torch
 import course
 from course import FinishReason
 from course.runs import GenerationResult, greedy_sampler
-from autograder.reference.lab03 import (accept_tool_call, accept_with_retries, first_stop, holdback_length,  # noqa: F401
-                                        log_failures, replay, stream_generate, validate_params)
+
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {'generate_abnormal_endings': ['deadline_hit_mid_way', 'deadline_reached_exactly', 'deadline_not_reached',
                                               'cancel_wins_over_timeout']}

@@ -5,8 +5,8 @@ import torch
 import course
 from course import FinishReason
 from course.runs import GenerationResult, greedy_sampler
-from autograder.reference.lab03 import (accept_tool_call, accept_with_retries, first_stop, holdback_length,  # noqa: F401
-                                        log_failures, replay, stream_generate, validate_params)
+
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {'generate_stops_and_lengths': ['max_tokens_gives_length', 'length_keeps_exactly_max_tokens'], 'generate_abnormal_endings': ['cancel_during_the_last_call_is_too_late']}
 
@@ -51,4 +51,4 @@ def generate(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None, in
         if m is not None:
             return result(FinishReason.STOP, raw[:m[1]] if p["include_stop_str_in_output"] else raw[:m[0]], m[2])
         if len(tokens) == p["max_tokens"]:
-            return result(FinishReason.STOP, raw)  # the loop is done: a normal end
+            return result(FinishReason.STOP, raw)  # BUG: the loop is done, so a normal end

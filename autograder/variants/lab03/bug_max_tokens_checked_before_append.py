@@ -5,8 +5,8 @@ import torch
 import course
 from course import FinishReason
 from course.runs import GenerationResult, greedy_sampler
-from autograder.reference.lab03 import (accept_tool_call, accept_with_retries, first_stop, holdback_length,  # noqa: F401
-                                        log_failures, replay, stream_generate, validate_params)
+
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {'generate_stops_and_lengths': ['max_tokens_gives_length', 'length_keeps_exactly_max_tokens', 'eos_on_the_last_allowed_token_is_stop']}
 
@@ -37,7 +37,7 @@ def generate(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None, in
             token = int(sampler(logits))
         except Exception as e:
             return result(FinishReason.ERROR, raw, error=f"{type(e).__name__}: {e}")
-        if len(tokens) + 1 == p["max_tokens"]:
+        if len(tokens) + 1 == p["max_tokens"]:   # BUG: checked before the token is appended
             return result(FinishReason.LENGTH, raw)
         piece = model.decode([token])
         before, raw = raw, raw + piece

@@ -5,8 +5,7 @@ import json
 
 import jsonschema
 
-from autograder.reference.lab03 import (accept_with_retries, first_stop, generate, holdback_length,  # noqa: F401
-                                        log_failures, replay, stream_generate, validate_params)
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"acceptance_runs_in_order": ["length_cut_stops_at_finish_reason", "cancelled_half_object_never_parsed",
                                             "truncated_call_never_repaired_or_run"]}
@@ -19,7 +18,7 @@ def accept_tool_call(result, *, schemas, allowed_tools, executor):
         return {"ok": False, "stage": stage, "error": f"{why} Raw output: {raw!r}",
                 "finish_reason": str(result.finish_reason), "raw_output": raw, "call": call, "value": None}
     try:
-        call = json.loads(result.text)
+        call = json.loads(result.text)   # BUG: parsed before finish_reason is looked at
     except json.JSONDecodeError as e:
         return no("parse", f"The model wrote invalid JSON: {e}.")
     if str(result.finish_reason) != "stop":

@@ -6,8 +6,7 @@ import json
 
 import jsonschema
 
-from autograder.reference.lab03 import (accept_with_retries, first_stop, generate, holdback_length,  # noqa: F401
-                                        log_failures, replay, stream_generate, validate_params)
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"acceptance_runs_in_order": ["truncated_call_never_repaired_or_run",
                                             "complete_json_without_eos_not_run"]}
@@ -31,7 +30,7 @@ def accept_tool_call(result, *, schemas, allowed_tools, executor):
         return {"ok": False, "stage": stage, "error": f"{why} Raw output: {raw!r}", "finish_reason": fr,
                 "raw_output": raw, "call": call, "value": None}
     try:
-        call = json.loads(_close_brackets(result.text))
+        call = json.loads(_close_brackets(result.text))   # BUG: a cut-off object is repaired and run
     except json.JSONDecodeError as e:
         if fr != "stop":
             return no("finish_reason", f"Unfinished output (finish_reason {fr}).")

@@ -5,8 +5,8 @@ import torch
 import course
 from course import FinishReason
 from course.runs import GenerationResult, greedy_sampler
-from autograder.reference.lab03 import (accept_tool_call, accept_with_retries, first_stop, holdback_length,  # noqa: F401
-                                        log_failures, replay, stream_generate, validate_params)
+
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {'generate_stops_and_lengths': ['stop_string_split_across_two_tokens', 'stop_string_split_across_three_tokens', 'overlapping_stop_prefix']}
 
@@ -47,7 +47,7 @@ def generate(model, input_ids, *, max_tokens, stop=None, stop_token_ids=None, in
             return result(FinishReason.STOP, before)
         if token in p["stop_token_ids"]:
             return result(FinishReason.STOP, raw if p["include_stop_str_in_output"] else before, token)
-        hits = [s for s in p["stop"] if s in piece]
+        hits = [s for s in p["stop"] if s in piece]   # BUG: only the new token's text is searched
         if hits:
             cut = len(before) + piece.find(hits[0])
             keep = raw[:cut + len(hits[0])] if p["include_stop_str_in_output"] else raw[:cut]

@@ -2,9 +2,7 @@
 NEXT bucket ([lo, hi) as numpy.histogram does) instead of the one the edge closes (le)."""
 import bisect
 
-from autograder.reference.lab06 import (bucket_counts, first_deviation, group_percentiles,  # noqa: F401
-                                        histogram_percentile, percentile, request_metrics,
-                                        spans_from_events, to_chrome_trace, trace_record)
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"buckets_and_histogram_percentile": ["value_on_an_edge_is_in_that_bucket"],
                "group_percentiles_by_edges": ["ttft_by_input_length", "edges_are_inclusive_above"]}
@@ -13,7 +11,7 @@ EXPECT_FAIL = {"buckets_and_histogram_percentile": ["value_on_an_edge_is_in_that
 def bucket_counts(values, boundaries):
     counts = [0] * (len(boundaries) + 1)
     for v in values:
-        counts[bisect.bisect_right(boundaries, v)] += 1
+        counts[bisect.bisect_right(boundaries, v)] += 1   # BUG: v == an edge goes to the next bucket
     return counts
 
 
@@ -23,6 +21,6 @@ def group_percentiles(rows, by, edges, metric, qs=(50, 95, 99)):
     groups = [[] for _ in range(len(edges) + 1)]
     for row in rows:
         if row[metric] is not None:
-            groups[bisect.bisect_right(edges, row[by])].append(row[metric])
+            groups[bisect.bisect_right(edges, row[by])].append(row[metric])   # BUG: the same for the groups
     return [{"lo": edges[i - 1] if i else None, "hi": edges[i] if i < len(edges) else None, "n": len(g),
              **{f"p{q:g}": percentile(g, q) if g else None for q in qs}} for i, g in enumerate(groups)]

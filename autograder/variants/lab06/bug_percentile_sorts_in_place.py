@@ -1,9 +1,7 @@
 """The caller's list is sorted in place (values.sort()) instead of a sorted copy."""
 import math
 
-from autograder.reference.lab06 import (bucket_counts, first_deviation, group_percentiles,  # noqa: F401
-                                        histogram_percentile, percentile, request_metrics,
-                                        spans_from_events, to_chrome_trace, trace_record)
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"percentile_type_6": ["median_of_five", "p90_of_twenty_interpolates", "p99_of_twenty_is_the_max",
                                      "q_0_and_100_are_min_and_max"]}
@@ -14,7 +12,7 @@ def percentile(values, q):
         raise ValueError(f"`values` must be a non-empty list of finite numbers, got {values!r}.")
     if not 0 <= q <= 100:
         raise ValueError(f"`q` must be in [0, 100], got {q!r}.")
-    values.sort()
+    values.sort()   # BUG: sorts the caller's list
     n, h = len(values), (len(values) + 1) * q / 100
     if h <= 1:
         return float(values[0])
