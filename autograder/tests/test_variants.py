@@ -96,3 +96,27 @@ def test_test_cell_points_match_grader_points():
                 assert name in cells, f"{lab}: no graded cell has grade_id {name!r}"
                 assert float(cells[name].metadata["nbgrader"]["points"]) == test.points, \
                     f"{lab}/{name}: cell points {cells[name].metadata['nbgrader']['points']} != grader {test.points}"
+
+
+def test_patch_may_keep_the_solution_function_it_replaces():
+    """`_old = f` in a patch lands in f's cell after the solution's code, before the new f."""
+    from autograder.tests.submissions import from_source, solution_cells
+    nb = from_source("lab03", 'BASE = "solution"\nEXPECT_FAIL = {}\n_solution_replay = replay\n\n\n'
+                              "def replay(record):\n    return _solution_replay(record)\n")
+    cells = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution_cells(nb)}
+    src = cells["replay"]
+    assert "_solution_replay" not in cells["validate_params"]
+    assert src.index("### END SOLUTION") < src.index("_solution_replay = replay") \
+        < src.index("return _solution_replay(record)")
+
+
+def test_outcome_table_refuses_a_variant_whose_cell_raised():
+    """The outcome table's guard recognises the grader's report of a cell that raised or
+    did not parse, and not a problem with the notebook's form."""
+    from autograder.isolation.driver import _cell_problem
+    from autograder.tests.outcomes import _cell_broke
+    raised = _cell_problem({"ok": False, "id": "spans_from_events",
+                            "error": "NameError: name '__file__' is not defined"})
+    syntax = _cell_problem({"ok": False, "id": "percentile", "kind": "syntax", "error": "invalid syntax"})
+    assert _cell_broke(raised) and _cell_broke(syntax)
+    assert not _cell_broke("the solution cell `percentile` is missing (deleted, or its metadata was changed)")
