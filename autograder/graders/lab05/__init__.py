@@ -23,35 +23,58 @@ Contract coverage (docstring clause -> the hidden cases that fail when it is bro
 
 kv_bytes_per_token(n_layer, n_kv_heads, head_dim, dtype_bytes)
   | 2 * L * H_kv * D * bytes; MHA, GQA, MQA           | tiny_model_mha, gqa_llama_3_8b_bf16, mqa_one_kv_head |
-  | ValueError naming the parameter and value         | rejects_bad_sizes                                     |
+  | ints (not bool) >= 1, else ValueError naming the  | rejects_bad_sizes                                     |
+  |   parameter and showing the value                 |                                                       |
 kv_bytes_for_config(config, dtype_bytes=None)
-  | both naming schemes; K/V heads, not query heads   | gpt2_config_mha, gqa_configs_count_kv_heads           |
-  | head_dim when present, else hidden // heads       | gqa_configs_count_kv_heads (qwen has no head_dim)     |
-  | torch_dtype, unless dtype_bytes overrides it      | dtype_bytes_overrides_torch_dtype                     |
-  | dtype (current transformers) before torch_dtype   | reads_dtype_of_current_transformers                   |
+  | both naming schemes                               | gpt2_config_mha, gqa_configs_count_kv_heads           |
+  | num_key_value_heads when present, else attention  | gqa_configs_count_kv_heads,                           |
+  |   heads (also with Llama names)                   |   llama_names_without_kv_heads_are_mha                |
+  | the head_dim field when present, else width //    | explicit_head_dim_wins (32, not 64 // 4),             |
+  |   attention heads                                 |   gqa_configs_count_kv_heads (qwen has no head_dim)   |
+  | dtype_bytes given: used instead of the config's   | dtype_bytes_overrides_torch_dtype                     |
+  | dtype, else torch_dtype, else float32             | reads_dtype_of_current_transformers,                  |
+  |                                                   |   no_number_type_means_float32                        |
 requests_that_fit(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, block_size=1)
   | worst case per request, in whole blocks; floor    | llama_16_gib, whole_blocks_round_up, none_fit         |
   | the worst case is prompt + max_tokens - 1 tokens  | last_token_is_never_cached                            |
-  | ValueError naming the parameter                   | rejects_bad_arguments                                 |
+  | budget_bytes >= 0: a budget of 0 fits 0 requests  | zero_budget_fits_none                                 |
+  | ValueError naming the parameter and its value     | rejects_bad_arguments                                 |
 BlockAllocator(num_blocks, block_size)
-  | all-or-nothing, OutOfBlocks, pool unchanged       | all_or_nothing, random_operation_sequences            |
-  | distinct ids in range                             | distinct_ids_in_range                                 |
-  | double free / unknown id: ValueError naming it,   | double_free_names_the_id, unknown_id_names_the_id     |
-  |   nothing changed (validate all first)            |                                                       |
+  | num_free, num_used, refcount after every step     | random_operation_sequences, distinct_ids_in_range     |
+  | allocate: n distinct ids in range, refcount 1     | distinct_ids_in_range                                 |
+  | allocate: all-or-nothing, OutOfBlocks, unchanged  | all_or_nothing, random_operation_sequences            |
+  | share: one more user; a block not in use (free or | shared_block_kept_until_last_user,                    |
+  |   an unknown id): ValueError                      |   share_needs_a_block_in_use                          |
+  | free: double free / unknown id: ValueError        | double_free_names_the_id, unknown_id_names_the_id,    |
+  |   showing the id (negative ids are unknown too)   |   negative_id_is_unknown                              |
+  | free: freed more times than it has users (one id  | repeated_id_in_one_free_call                          |
+  |   twice in one call): ValueError                  |                                                       |
+  | free: every id checked before any changes, in any | validates_every_id_before_freeing_any (free([99, b])),|
+  |   order of the call                               |   double_free_names_the_id, unknown_id_names_the_id   |
   | refcounts: shared block kept until last free      | shared_block_kept_until_last_user                     |
   | high_water; pool as free as it started at the end | random_operation_sequences                            |
 PagedKVCache(pool)
   | same tokens as StaticKVCache, logits within 1e-5  | tiny_model_parity_block_4, .._block_1_and_16          |
-  | gather in block-table order                       | gather_follows_the_block_table                        |
+  | append/gather in block-table order, not id order  | gather_follows_the_block_table,                       |
+  |   (whatever order the allocator hands ids out in) |   gather_when_block_ids_descend (table [3, 2, 1])     |
+  | block_table in token order                        | gather_when_block_ids_descend                         |
   | a block for token block_size * k                  | exact_multiple_of_block_size                          |
+  | length: the smallest per-layer count              | length_is_what_every_layer_holds                      |
+  | bytes_allocated: blocks held * block_bytes        | tiny_model_parity_block_4, .._block_1_and_16          |
   | OutOfBlocks leaves the cache unchanged            | out_of_blocks_leaves_the_cache_unchanged              |
   | release returns every block, idempotent; reserve  | release_returns_every_block, reserve_is_all_or_nothing|
 run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
+  | max_tokens: ValueError before anything else       | rejects_bad_max_tokens                                |
   | stop / length with tokens and raw output          | eos_stop, length                                      |
   | cancelled / timeout / content_filter released     | cancelled_releases, timeout_releases, content_filter..|
+  | order: cancel before the deadline                 | cancel_checked_before_deadline                        |
+  | deadline from clock() at the call's start, >=     | timeout_releases                                      |
   | content_filter before on_token: never streamed    | rejected_token_never_reaches_on_token                 |
+  | on_token before EOS / max_tokens: the ending      | ending_token_reaches_on_token                         |
+  |   token is streamed                               |                                                       |
   | model raises or NaN at every step: error, raw     | model_raises_at_every_step, nan_logits_at_every_step  |
   |   output kept, blocks released                    |                                                       |
+  | error = "ExceptionType: message"                  | error_names_the_exception                             |
   | on_token's exception propagates, blocks released  | callback_exception_propagates_and_releases            |
   | refused before any model call (also one block     | refuses_impossible_before_prefill                     |
   |   over the pool: 5 + 13 - 1 tokens in 8 blocks of 2)|                                                       |
@@ -62,8 +85,10 @@ serve_all(decoder, pool, requests, *, eos_token_id=None)
   | the newest is preempted, freed, recomputed        | preempts_the_newest_and_recomputes, tiny_model_..     |
   | impossible request refused before any model call  | refuses_impossible_before_any_model_call              |
   | refusal counts prompt + max_tokens - 1 tokens     | runs_a_request_that_needs_exactly_the_pool            |
+  | ends at eos_token_id (STOP), released at once     | stops_at_eos_and_frees_at_once                        |
 utilisation(lengths, *, block_size=None, max_len=None)
   | paged: tokens / whole blocks; contiguous: max_len | paged_blocks, contiguous_max_len, exact_blocks_..     |
+  | exactly one of block_size and max_len             | exactly_one_of_block_size_and_max_len                 |
   | ValueError naming the parameter                   | rejects_bad_arguments                                 |
 """
 LAB = "lab05"

@@ -24,9 +24,26 @@ from autograder.core import describe, is_raised
 CONFIGS = Path(TINY_MODEL_DIR).parent / "configs"     # datasets/configs (the graders may run without __file__)
 
 
+# Small configs written for the cases the shipped ones cannot tell apart (each holds a few
+# sizes, enough for kv_bytes_for_config; the comment is what it pins down).
+HAND_CONFIGS = {
+    # head_dim 32 although hidden_size // num_attention_heads = 16 (as Gemma's configs do)
+    "explicit head_dim": {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                          "hidden_size": 64, "head_dim": 32, "torch_dtype": "float16"},
+    # Llama names without num_key_value_heads: MHA, 4 K/V heads
+    "llama names, MHA": {"num_hidden_layers": 3, "num_attention_heads": 4, "hidden_size": 64,
+                         "torch_dtype": "bfloat16"},
+    # neither dtype nor torch_dtype: float32
+    "no number type": {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+                       "hidden_size": 16},
+}
+
+
 def config(name):
     """A config.json by name: a folder of datasets/configs, "llama-3-8b with `dtype`" (as current
-    transformers saves it: `dtype`, no `torch_dtype`) or "datasets/tiny-model"."""
+    transformers saves it: `dtype`, no `torch_dtype`), "datasets/tiny-model" or one of HAND_CONFIGS."""
+    if name in HAND_CONFIGS:
+        return copy.deepcopy(HAND_CONFIGS[name])
     if name == "datasets/tiny-model":
         return json.loads((Path(TINY_MODEL_DIR) / "config.json").read_text(encoding="utf-8"))
     if name == "llama-3-8b with `dtype`":
@@ -247,7 +264,14 @@ def run_ops(alloc, ops):
     """Apply (op, n, pick) steps to `alloc`; return one id-agnostic observation per step.
 
     Handles are the id lists a request holds; ops refer to them by index, so any
-    allocator that gives out other ids is observed the same way."""
+    allocator that gives out other ids is observed the same way. With `first` the first id
+    of handle number `pick` (mod the live handles):
+        allocate n / share the handle / free the handle
+        bad_free: free([first, the lowest free id]); bad_free_first: the same ids, bad one first
+        unknown_free: free([first, num_blocks + pick]); unknown_free_first: bad one first
+        negative_free: free([first, -1 - pick]); repeat_free: free([first, first])
+        bad_share: share([the lowest free id]); unknown_share: share([num_blocks + pick])
+    A failed free also notes whether its message shows the bad id."""
     live, steps = [], []
     N = alloc.num_blocks
     for op, n, pick in ops:
@@ -270,18 +294,27 @@ def run_ops(alloc, ops):
             kind, _ = _outcome(lambda: alloc.free(list(held)))
             if kind == "ok":
                 live.remove(held)
-        elif op in ("bad_free", "unknown_free") and live and live[pick % len(live)]:
+        elif op in ("bad_free", "unknown_free", "bad_free_first", "unknown_free_first", "negative_free",
+                    "repeat_free", "bad_share", "unknown_share") and live and live[pick % len(live)]:
             first = live[pick % len(live)][0]
-            if op == "bad_free":
+            if op in ("bad_free", "bad_free_first", "bad_share"):      # the lowest free id
                 free_ids = [b for b in range(N) if alloc.refcount(b) == 0]
                 if not free_ids:
                     steps.append(["skip"])
                     continue
                 bad = free_ids[0]
+            elif op == "negative_free":
+                bad = -1 - pick
+            elif op == "repeat_free":                                   # one id twice in one call
+                bad = first
             else:
                 bad = N + pick
-            kind, msg = _outcome(lambda: alloc.free([first, bad]))
-            note = str(bad) in msg if kind != "ok" else None
+            if op.endswith("share"):
+                kind, msg = _outcome(lambda: alloc.share([bad]))
+            else:
+                arg = [bad, first] if op.endswith("_first") else [first, bad]
+                kind, msg = _outcome(lambda: alloc.free(arg))
+            note = str(bad) in msg if kind != "ok" and not op.endswith("share") else None
         else:
             steps.append(["skip"])
             continue

@@ -90,6 +90,32 @@ def fragmented(ns):
     return {"k": k, "v": v}
 
 
+def descending_blocks(ns):
+    """A cache on a pool of 4 blocks of 2 whose every block is taken, then given back one at a
+    time, highest id first, just before the cache needs it: the table is [3, 2, 1] under any
+    allocation policy."""
+    pool = _pool(ns, 4, 2)
+    kv = _cache(ns, pool)
+    hog = sorted(pool.allocator.allocate(4))
+    for j, b in enumerate([3, 2, 1]):
+        pool.allocator.free([hog[b]])
+        x = keys(2, 2 * 2 * j)
+        for layer in range(2):
+            k, v = kv.append(layer, x, -x)
+    return {"table": list(kv.block_table), "k": k, "v": v, "gathered": list(kv.gather(0))}
+
+
+def length_mid_forward(ns):
+    """length after each layer's append: 3 tokens, then 2 more (2 layers)."""
+    kv = _cache(ns, _pool(ns, 8, 2))
+    seen = []
+    for t, offset in ((3, 0), (2, 30)):
+        for layer in range(2):
+            kv.append(layer, keys(t, offset), keys(t, offset))
+            seen.append(kv.length)
+    return seen
+
+
 def exact_multiple(ns):
     pool = _pool(ns, 8, 4)
     kv = _cache(ns, pool)
@@ -182,9 +208,10 @@ def bad_max_tokens(ns):
     return rec
 
 
-def serve(ns, requests, pool_blocks, block_size, on_tiny_model=False):
-    """serve_all on the toy (requests: a list of request dicts) or, with on_tiny_model, on the
-    tiny model with shipped_requests() (no EOS: the requests run long and collide)."""
+def serve(ns, requests, pool_blocks, block_size, on_tiny_model=False, eos_token_id=None):
+    """serve_all on the toy (requests: a list of request dicts; eos_token_id as given) or, with
+    on_tiny_model, on the tiny model with shipped_requests() (no EOS: the requests run long and
+    collide)."""
     fn = function(ns, "serve_all")
     if on_tiny_model:
         with one_thread():
@@ -195,7 +222,7 @@ def serve(ns, requests, pool_blocks, block_size, on_tiny_model=False):
     else:
         decoder = ToyPagedLM()
         pool = _pool(ns, pool_blocks, block_size)
-        rec = record(fn, (decoder, pool, copy.deepcopy(requests)), {"eos_token_id": None})
+        rec = record(fn, (decoder, pool, copy.deepcopy(requests)), {"eos_token_id": eos_token_id})
     out = rec["result"]
     if isinstance(out, list):
         out = [plain_result(r) for r in out]

@@ -44,6 +44,24 @@ def _ops(name, seqs, hint, points=1, visible=False):
                                                 ["allocate", 8, 0]]],
          _STEP_FORMAT + "share() adds a user; free() removes one; a block returns to the free list only "
          "when its count reaches 0."),
+    _ops("validates_every_id_before_freeing_any",
+         [[["allocate", 1, 0], ["unknown_free_first", 0, 91], ["allocate", 2, 0], ["free", 0, 1],
+           ["bad_free_first", 0, 0]]],
+         _STEP_FORMAT + "After allocate(1) gave block b, free([99, b]) must raise ValueError showing 99 AND "
+         "leave b in use (refcount 1): check every id of the call before you change any count, whatever order "
+         "you free them in. The same holds for free([a free id, b])."),
+    _ops("repeated_id_in_one_free_call", [[["allocate", 2, 0], ["repeat_free", 0, 0], ["free", 0, 0]]],
+         _STEP_FORMAT + "free([b, b]) on a block with one user frees it more times than it has users: raise "
+         "ValueError showing b and free nothing. Count how often each id appears in the call before checking it "
+         "against its refcount."),
+    _ops("negative_id_is_unknown", [[["allocate", 8, 0], ["negative_free", 0, 0]]],
+         _STEP_FORMAT + "Ids are 0 .. num_blocks - 1: free([b, -1]) must raise ValueError showing -1 and free "
+         "nothing (in Python, a list indexed with -1 silently gives the last block's count)."),
+    _ops("share_needs_a_block_in_use",
+         [[["allocate", 2, 0], ["free", 0, 0], ["allocate", 1, 0], ["bad_share", 0, 0],
+           ["unknown_share", 0, 3]]],
+         _STEP_FORMAT + "share() of a block that is free (or of an id outside [0, num_blocks)) must raise "
+         "ValueError: only a block in use can get one more user."),
     _ops("random_operation_sequences", "fixtures",
          _STEP_FORMAT + "Compare your counts with the contract step by step.", points=3),
 ])

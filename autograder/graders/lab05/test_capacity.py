@@ -24,6 +24,9 @@ def _fit(name, args, kwargs, hint, visible=False):
     _fit("whole_blocks_round_up", [32 * 100 * 10 + 99, 100, 9, 9], {"block_size": 16},
          "9 + 9 - 1 = 17 tokens in blocks of 16 take 2 blocks = 32 tokens of memory."),
     _fit("none_fit", [1000, 100, 6, 6], {}, "A budget below one request fits 0 requests."),
+    _fit("zero_budget_fits_none", [0, 100, 6, 6], {},
+         "requests_that_fit(0, ...) should return 0: budget_bytes may be 0 (no memory left fits no request); "
+         "only a negative budget is an error."),
     _fit("last_token_is_never_cached", [1600, 100, 9, 8], {"block_size": 16},
          "The last token is returned, never fed back, so a request caches at most prompt_tokens + "
          "max_tokens - 1 tokens: 9 + 8 - 1 = 16 fill one block of 16."),
@@ -36,6 +39,10 @@ def test_requests_that_fit(observation, args, kwargs, hint):
 
 BAD_ARGUMENTS = [   # (param, label, args, kwargs)
     ("budget_bytes", "-1", [-1, 100, 5, 5], {}),
+    ("bytes_per_token", "bytes_per_token=0", [], {"budget_bytes": 10, "bytes_per_token": 0, "prompt_tokens": 5,
+                                                  "max_tokens": 5}),
+    ("prompt_tokens", "prompt_tokens=0", [], {"budget_bytes": 10, "bytes_per_token": 100, "prompt_tokens": 0,
+                                              "max_tokens": 5}),
     ("max_tokens", "max_tokens=0", [], {"budget_bytes": 10, "bytes_per_token": 100, "prompt_tokens": 5,
                                         "max_tokens": 0}),
     ("block_size", "block_size=0", [], {"budget_bytes": 10, "bytes_per_token": 100, "prompt_tokens": 5,

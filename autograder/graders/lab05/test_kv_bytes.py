@@ -44,6 +44,18 @@ DTYPE = ["llama-3-8b with `dtype`", "datasets/tiny-model"]
     case("reads_dtype_of_current_transformers", DTYPE, None,
          "Current transformers saves the number type as `dtype` (older versions: `torch_dtype`); "
          "read `dtype` first and fall back to `torch_dtype`.", probe=("config_calls", DTYPE)),
+    case("explicit_head_dim_wins", ["explicit head_dim"], None,
+         "This config has 2 layers, 2 K/V heads, hidden_size 64, 4 attention heads and head_dim 32 (not "
+         "64 // 4 = 16): when the config has `head_dim`, use it; hidden_size // num_attention_heads is only the "
+         "fallback. Expected 2 * 2 * 2 * 32 * 2 (float16) = 512 bytes.",
+         probe=("config_calls", ["explicit head_dim"])),
+    case("llama_names_without_kv_heads_are_mha", ["llama names, MHA"], None,
+         "This config uses the Llama names but has no num_key_value_heads: it is MHA, so every one of its 4 "
+         "attention heads has its own K/V head. Expected 2 * 3 * 4 * 16 * 2 (bfloat16) = 768 bytes.",
+         probe=("config_calls", ["llama names, MHA"])),
+    case("no_number_type_means_float32", ["no number type"], None,
+         "This config has neither `dtype` nor `torch_dtype`: count float32, 4 bytes. Expected "
+         "2 * 2 * 1 * 8 * 4 = 128 bytes.", probe=("config_calls", ["no number type"])),
 ])
 def test_bytes_for_config(observation, names, dtype_bytes, hint):
     """The sizes of a config.json, in either naming scheme; K/V heads; dtype, then torch_dtype."""
@@ -53,6 +65,7 @@ def test_bytes_for_config(observation, names, dtype_bytes, hint):
 BAD_SIZES = [   # (param, label, args, kwargs)
     ("n_layer", "n_layer=0", [], {"n_layer": 0, "n_kv_heads": 8, "head_dim": 128, "dtype_bytes": 2}),
     ("n_kv_heads", "n_kv_heads=True", [], {"n_layer": 32, "n_kv_heads": True, "head_dim": 128, "dtype_bytes": 2}),
+    ("head_dim", "head_dim=0", [], {"n_layer": 32, "n_kv_heads": 8, "head_dim": 0, "dtype_bytes": 2}),
     ("dtype_bytes", "dtype_bytes=2.0", [], {"n_layer": 32, "n_kv_heads": 8, "head_dim": 128, "dtype_bytes": 2.0}),
 ]
 

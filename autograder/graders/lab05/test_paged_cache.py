@@ -74,6 +74,34 @@ def test_gather_follows_the_block_table(observation):
     close(as_tensor(observation["v"]), -want, atol=0, rtol=0, what="the values returned by append")
 
 
+@pytest.mark.probe("descending_blocks")
+def test_gather_when_block_ids_descend(observation):
+    """Blocks 3, 2, 1 taken in that order (one free at a time): gather follows the table, not the ids."""
+    observed(observation, "table", "k", "v", "gathered")
+    hint = ("Every block of a pool of 4 was taken, then blocks 3, 2 and 1 were given back one at a time, each "
+            "just before the cache needed a new block, so the block table is [3, 2, 1] whatever order your "
+            "allocator hands ids out in. Token p is in block_table[p // block_size]: read the blocks in table "
+            "order, never in order of id (sorted or not).")
+    if observation["table"] != [3, 2, 1]:
+        raise Fail("block_table after 6 tokens (blocks of 2) taken from blocks freed in the order 3, 2, 1 is wrong",
+                   expected=[3, 2, 1], got=observation["table"],
+                   hint="block_table lists the ids in token order: the block of tokens 0-1 first.")
+    close(as_tensor(observation["k"]), keys(6), atol=0, rtol=0, what="the keys returned by append", hint=hint)
+    close(as_tensor(observation["v"]), -keys(6), atol=0, rtol=0, what="the values returned by append", hint=hint)
+    close(as_tensor(observation["gathered"][0]), keys(6), atol=0, rtol=0, what="the keys of gather(0)", hint=hint)
+
+
+@pytest.mark.probe("length_mid_forward")
+def test_length_is_what_every_layer_holds(observation):
+    """length is the smallest per-layer count: mid-forward it is still the old length."""
+    want = [0, 3, 3, 5]
+    if observation != want:
+        raise Fail("length after each append (3 tokens at layer 0, then layer 1; 2 more at layer 0, then "
+                   "layer 1) is wrong", expected=want, got=observation,
+                   hint="length is the number of tokens EVERY layer holds, the smallest per-layer count: after "
+                        "layer 0 has taken new tokens and layer 1 has not, length has not grown yet.")
+
+
 @pytest.mark.probe("exact_multiple")
 @pytest.mark.cell(visible=True)
 def test_exact_multiple_of_block_size(observation):

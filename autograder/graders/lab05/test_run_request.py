@@ -44,7 +44,7 @@ def _shown(key, value):
     return repr(value)
 
 
-def judge_runs(obs, setups, hint, pool_blocks=16, block_size=2, keys=RESULT_KEYS):
+def judge_runs(obs, setups, hint, pool_blocks=16, block_size=2, keys=RESULT_KEYS, stream_hint=_FILTER_HINT):
     if not isinstance(obs, list) or len(obs) != len(setups):
         raise Fail("the probe returned an unexpected observation", got=describe(obs))
     for setup, got in zip(setups, obs):
@@ -81,15 +81,19 @@ def judge_runs(obs, setups, hint, pool_blocks=16, block_size=2, keys=RESULT_KEYS
                        got=got["calls"], hint=hint)
         if got.get("streamed") != expected["streamed"]:
             raise Fail(f"{call}: on_token received the wrong tokens", expected=expected["streamed"],
-                       got=got.get("streamed"), hint=_FILTER_HINT)
+                       got=got.get("streamed"), hint=stream_hint)
 
 
-def _runs(name, setups, hint, points=1, visible=False, pool_blocks=16):
-    return case(name, setups, hint, pool_blocks, probe=("runs", setups, pool_blocks), points=points,
+_STREAM_HINT = ("on_token comes before the EOS and max_tokens checks: the token that ends a run with stop or "
+                "length is streamed too (only a token content_filter rejects is never streamed).")
+
+
+def _runs(name, setups, hint, points=1, visible=False, pool_blocks=16, stream_hint=_FILTER_HINT):
+    return case(name, setups, hint, pool_blocks, stream_hint, probe=("runs", setups, pool_blocks), points=points,
                 visible=visible)
 
 
-@pytest.mark.parametrize("setups, hint, pool_blocks", [
+@pytest.mark.parametrize("setups, hint, pool_blocks, stream_hint", [
     _runs("eos_stop", [[None, {"max_tokens": 20, "eos_token_id": "eos"}]], _ENDING_HINT, visible=True),
     _runs("length", [[None, {"max_tokens": 6}]], _ENDING_HINT, visible=True),
     _runs("cancelled_releases", [[None, {"max_tokens": 20, "cancel_after": 3}],
@@ -105,10 +109,31 @@ def _runs(name, setups, hint, points=1, visible=False, pool_blocks=16):
           [[None, {"max_tokens": 7, "on_token": {"raise_at": k}}] for k in (0, 3)],
           "An exception from the caller's own on_token is theirs: let it propagate, but release the "
           "cache first (try/finally).", points=2),
+    _runs("cancel_checked_before_deadline", [[None, {"max_tokens": 20, "cancel_after": 2, "deadline": 2.0}]],
+          "After 2 model calls the request is cancelled AND 2.0 s have passed (its deadline): both end it at the "
+          "same check, and cancel comes first, so finish_reason is cancelled, not timeout. " + _ENDING_HINT),
+    _runs("ending_token_reaches_on_token",
+          [[None, {"max_tokens": 20, "eos_token_id": "eos", "on_token": "record"}],
+           [None, {"max_tokens": 6, "on_token": "record"}]], _ENDING_HINT, stream_hint=_STREAM_HINT),
 ])
-def test_run_ends(observation, setups, hint, pool_blocks):
+def test_run_ends(observation, setups, hint, pool_blocks, stream_hint):
     """Tokens, finish_reason and raw_output as the reference's; every block back; the same model calls."""
-    judge_runs(observation, setups, hint, pool_blocks)
+    judge_runs(observation, setups, hint, pool_blocks, stream_hint=stream_hint)
+
+
+@pytest.mark.probe("runs", [[{"fail_at": 2}, {"max_tokens": 7}]], 16)
+def test_error_names_the_exception(observation):
+    """A model exception ends the run with `error` = "ExceptionType: message"."""
+    setups = [[{"fail_at": 2}, {"max_tokens": 7}]]
+    judge_runs(observation, setups, _ENDING_HINT)
+    error = observation[0]["result"].get("error")
+    want = "InjectedFailure: injected failure in call 2"
+    if not isinstance(error, str) or "InjectedFailure" not in error or "injected failure in call 2" not in error:
+        raise Fail("run_request(toy, pool, prompt, max_tokens=7) on a decoder whose call 2 raises "
+                   "InjectedFailure('injected failure in call 2'): `error` should name the exception's type and "
+                   "its message", expected=want, got=error,
+                   hint="Write `error` as the exception's type name, a colon and its message "
+                        "(type(e).__name__ and str(e)): the type says what failed, the message why.")
 
 
 @pytest.mark.probe("runs", [[None, {"max_tokens": 40}], [None, {"max_tokens": 13}]], 8)

@@ -23,7 +23,7 @@ _PREEMPT_HINT = ("When a decode raises OutOfBlocks, preempt the NEWEST running r
                  "when it is admitted again. Admit in order while the head's prefill fits the free blocks.")
 
 
-def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=False):
+def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=False, eos_token_id=None):
     """Each request's tokens and finish_reason are a solo run's, preemptions the reference's;
     the impossible refused (before any prefill); the pool whole at the end."""
     observed(observed(obs, "results", "pool", "prefills")["pool"], "num_free", "high_water")
@@ -35,7 +35,7 @@ def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=Fals
         def new_pool(n):
             return ref.KVPool(c.n_layer, c.n_head, c.head_dim, n, block_size)
     else:
-        decoder, eos, reqs = ToyPagedLM(), None, requests
+        decoder, eos, reqs = ToyPagedLM(), eos_token_id, requests
 
         def new_pool(n):
             return ref.KVPool(2, 1, 2, n, block_size)
@@ -76,16 +76,17 @@ def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=Fals
                            expected="no model call for it", got="a prefill of its prompt", hint=hint)
 
 
-def _serve(name, requests, pool_blocks, block_size, hint, points=1, visible=False, on_tiny_model=False):
-    return case(name, requests, pool_blocks, block_size, hint, on_tiny_model,
-                probe=("serve", requests, pool_blocks, block_size, on_tiny_model), points=points, visible=visible)
+def _serve(name, requests, pool_blocks, block_size, hint, points=1, visible=False, on_tiny_model=False, eos=None):
+    return case(name, requests, pool_blocks, block_size, hint, on_tiny_model, eos,
+                probe=("serve", requests, pool_blocks, block_size, on_tiny_model, eos), points=points,
+                visible=visible)
 
 
 IMPOSSIBLE = [{"prompt": [9, 9, 9, 9, 9, 9, 9, 9], "max_tokens": 18}] + REQUESTS_FIT[:2]
 EXACT = [{"prompt": TOY_PROMPT, "max_tokens": 12}, {"prompt": [2, 10, 11], "max_tokens": 6}]
 
 
-@pytest.mark.parametrize("requests, pool_blocks, block_size, hint, on_tiny_model", [
+@pytest.mark.parametrize("requests, pool_blocks, block_size, hint, on_tiny_model, eos", [
     _serve("everything_fits", REQUESTS_FIT, 64, 2, _PREEMPT_HINT, visible=True),
     _serve("preempts_the_newest_and_recomputes", REQUESTS_FIT, 9, 2, _PREEMPT_HINT, points=3),
     _serve("refuses_impossible_before_any_model_call", IMPOSSIBLE, 12, 2,
@@ -93,8 +94,12 @@ EXACT = [{"prompt": TOY_PROMPT, "max_tokens": 12}, {"prompt": [2, 10, 11], "max_
            "num_blocks): refuse it at once, before any prefill.", points=2),
     _serve("runs_a_request_that_needs_exactly_the_pool", EXACT, 8, 2, EXACT_HINT),
     _serve("tiny_model_under_pressure", None, 9, 4, _PREEMPT_HINT, points=2, on_tiny_model=True),
+    _serve("stops_at_eos_and_frees_at_once", REQUESTS_FIT, 9, 2,
+           "With eos_token_id=7, requests 0 and 1 reach token 7 after 5 and 4 tokens: each ends there with "
+           "finish_reason stop (7 is its last token) and gives its blocks back at once, so the others can use "
+           "them. Check eos_token_id after every token, the prefill's included. " + _PREEMPT_HINT, eos=7),
 ])
-def test_serve_all(observation, requests, pool_blocks, block_size, hint, on_tiny_model):
+def test_serve_all(observation, requests, pool_blocks, block_size, hint, on_tiny_model, eos):
     """serve_all on the toy (or the tiny model) with a pool that is large, tight or too small."""
     with one_thread():
-        judge_serve(observation, requests, pool_blocks, block_size, hint, on_tiny_model)
+        judge_serve(observation, requests, pool_blocks, block_size, hint, on_tiny_model, eos)

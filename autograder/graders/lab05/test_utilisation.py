@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks import result_of
-from autograder.core import Fail
+from autograder.core import Fail, describe, is_raised
 from autograder.reference import lab05 as ref
 
 from .judging import call_text, calls_of, case, judge_rejects, records
@@ -34,6 +34,20 @@ def test_utilisation(observation, calls, hint):
         expected = ref.utilisation(lengths, **kw)
         if isinstance(got, bool) or not isinstance(got, (int, float)) or abs(got - expected) > 1e-12:
             raise Fail(f"{call} is wrong", expected=expected, got=got, hint=hint)
+
+
+@pytest.mark.probe("calls", "utilisation", [[[[5, 3]], {"block_size": 4, "max_len": 8}], [[[5, 3]], {}]])
+def test_exactly_one_of_block_size_and_max_len(observation):
+    """Both block_size and max_len, or neither: ValueError naming them."""
+    for kw, rec in zip([{"block_size": 4, "max_len": 8}, {}], records(observation, 2)):
+        call = call_text("utilisation", "[5, 3]", kw)
+        got = rec["result"]
+        if not (is_raised(got) and got.get("is_value_error")) or not any(
+                p in got.get("message", "") for p in ("block_size", "max_len")):
+            raise Fail(f"{call} should raise ValueError naming `block_size` and `max_len`", expected="ValueError",
+                       got=describe(got) if is_raised(got) else got,
+                       hint="Give exactly one of block_size (paged) and max_len (contiguous): with both, or with "
+                            "neither, the question is ambiguous; raise ValueError instead of picking one.")
 
 
 BAD_ARGUMENTS = [   # (param, label, args, kwargs)

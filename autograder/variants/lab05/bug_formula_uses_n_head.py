@@ -4,7 +4,8 @@
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {'kv_bytes_per_token_counts_kv_heads': [
-    'gqa_configs_count_kv_heads', 'dtype_bytes_overrides_torch_dtype', 'reads_dtype_of_current_transformers']}
+    'gqa_configs_count_kv_heads', 'dtype_bytes_overrides_torch_dtype', 'reads_dtype_of_current_transformers',
+    'explicit_head_dim_wins', 'no_number_type_means_float32']}
 
 
 def kv_bytes_for_config(config, dtype_bytes=None):

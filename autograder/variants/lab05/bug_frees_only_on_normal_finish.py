@@ -6,7 +6,8 @@ BASE = "solution"   # every cell as in the solution notebook, but for what follo
 EXPECT_FAIL = {'run_request_releases_on_every_ending': [
     'cancelled_releases', 'timeout_releases', 'content_filter_releases',
     'rejected_token_never_reaches_on_token', 'model_raises_at_every_step', 'nan_logits_at_every_step',
-    'callback_exception_propagates_and_releases', 'no_growth_after_100_failing_requests']}
+    'callback_exception_propagates_and_releases', 'no_growth_after_100_failing_requests',
+    'cancel_checked_before_deadline', 'error_names_the_exception']}
 
 
 def run_request(decoder, pool, input_ids, *, max_tokens, to_text, eos_token_id=None, cancel=None,

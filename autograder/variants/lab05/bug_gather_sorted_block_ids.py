@@ -3,7 +3,7 @@ blocks happen to be ascending, wrong once the pool is fragmented."""
 
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
-EXPECT_FAIL = {'paged_cache_matches_static': ['gather_follows_the_block_table']}
+EXPECT_FAIL = {'paged_cache_matches_static': ['gather_follows_the_block_table', 'gather_when_block_ids_descend']}
 
 
 class PagedKVCache(PagedKVCache):

@@ -4,7 +4,8 @@ fills up; the loop stops with an error once nothing can run."""
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {'memory_pressure_preempts_newest': [
-    'preempts_the_newest_and_recomputes', 'tiny_model_under_pressure', 'runs_a_request_that_needs_exactly_the_pool']}
+    'preempts_the_newest_and_recomputes', 'tiny_model_under_pressure', 'runs_a_request_that_needs_exactly_the_pool',
+    'stops_at_eos_and_frees_at_once']}
 
 
 def serve_all(decoder, pool, requests, *, eos_token_id=None):

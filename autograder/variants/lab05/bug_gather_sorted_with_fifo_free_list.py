@@ -1,0 +1,35 @@
+"""Gathers the blocks in order of block id, with a first-in first-out free list: that allocator hands
+out ascending ids even after other requests come and go, so the sorted gather goes unnoticed until a
+request's blocks arrive in descending order."""
+from collections import deque
+
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
+
+EXPECT_FAIL = {'paged_cache_matches_static': ['gather_when_block_ids_descend']}
+
+
+class BlockAllocator(BlockAllocator):
+    def __init__(self, num_blocks, block_size):
+        super().__init__(num_blocks, block_size)
+        self.free_ids = deque(range(num_blocks))          # oldest free block first
+
+    def allocate(self, n):
+        if n > len(self.free_ids):
+            raise OutOfBlocks(f"need {n} blocks, {len(self.free_ids)} free of {self.num_blocks}")
+        ids = [self.free_ids.popleft() for _ in range(n)]
+        for b in ids:
+            self.refs[b] = 1
+        self.peak = max(self.peak, self.num_used)
+        return ids
+
+
+class PagedKVCache(PagedKVCache):
+    def gather(self, layer):
+        T = self.filled[layer]
+        idx = torch.tensor(sorted(self.table), dtype=torch.long, device=self.pool.k.device)   # BUG: id order
+        H, D = self.pool.n_kv_heads, self.pool.head_dim
+        k = self.pool.k[layer].index_select(0, idx)          # (n_blocks, H, bs, D)
+        v = self.pool.v[layer].index_select(0, idx)
+        k = k.permute(1, 0, 2, 3).reshape(1, H, -1, D)[:, :, :T]   # (1, H, T, D)
+        v = v.permute(1, 0, 2, 3).reshape(1, H, -1, D)[:, :, :T]
+        return k, v
