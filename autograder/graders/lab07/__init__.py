@@ -51,6 +51,8 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   | counters per step: batch_size, kv_blocks_in_use     | counters_per_step                                |
   | QueueFull, RequestRefused, ValueError(prompt_ids)   | queue_full, refuses_what_never_fits, rejects_..  |
   | refused exactly when it cannot run alone (P+M-1)    | refuses_what_never_fits                          |
+  | refused past the model's context (max_context)      | refuses_past_the_context                         |
+  | params: None, a dict or a RequestParams (coerced)   | params_as_a_dict_or_none                         |
 replay_in_engine(engine_cls, record)
   | each Lab 03 sample: tokens, streamed text, finish   | replays_length, replays_cancelled, replays_..    |
   |   reason, pool empty after; None for a filter       | content_filter_sample_is_not_replayable          |

@@ -54,12 +54,12 @@ SCRIPTS = {"p1": [1, 2, 3, 4, 0],              # "Hello world", EOS
 SCRIPTS = {n: s + [7] * (40 - len(s)) for n, s in SCRIPTS.items()}   # room to go on with ignore_eos
 
 
-def scripted(raise_at=None, nan_at=None):
+def scripted(raise_at=None, nan_at=None, max_context=1024):
     def key(name):
         return tuple(PROMPTS[name])
     return ScriptedBatchedModel(VOCAB, {key(n): s for n, s in SCRIPTS.items()}, eos_token_id=EOS,
                                 raise_at={key(n): s for n, s in (raise_at or {}).items()},
-                                nan_at={key(n): s for n, s in (nan_at or {}).items()})
+                                nan_at={key(n): s for n, s in (nan_at or {}).items()}, max_context=max_context)
 
 
 # Byte pieces for the same ids, for the "bytes" traces: ids 5 and 6 are the two halves of
@@ -381,7 +381,8 @@ def throughput(ns):
 
 def admission(ns):
     """add_request on small engines: under and over max_waiting, a request that never fits and
-    one that just fits, one that fits alone despite the watermark, bad prompt_ids."""
+    one that just fits, one that fits alone despite the watermark, bad prompt_ids, params as a
+    dict and as None, and a model with a context of 4 tokens (past it and exactly at it)."""
     with one_thread():
         function(ns, "check_admission")       # add_request needs only this one
         Engine = function(ns, "Engine")
@@ -405,6 +406,16 @@ def admission(ns):
         attempt("fits_alone", e3, list(PROMPTS["q1"]), G(2))   # 3 + 2 - 1 = 4 tokens: 2 blocks; no watermark alone
         attempt("empty", e2, [], G(4))
         attempt("out_of_vocab", e2, [99], G(4))
+        e4 = Engine(scripted(), None, EngineConfig(num_blocks=8, block_size=2), clock=FakeClock())
+        for key, params in (("dict_params", G(4)), ("none_params", None)):
+            try:
+                e4.add_request([8], params)
+                out[key] = "accepted"
+            except Exception as e:
+                out[key] = raised(e)
+        e5 = Engine(scripted(max_context=4), None, EngineConfig(num_blocks=64, block_size=2), clock=FakeClock())
+        attempt("past_context", e5, [8], G(5))     # 1 + 5 - 1 = 5 tokens > a context of 4
+        attempt("at_context", e5, [8], G(4))       # 4 tokens: exactly the context
         return out
 
 

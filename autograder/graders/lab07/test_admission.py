@@ -55,3 +55,30 @@ def test_rejects_bad_prompt_ids(observation):
     obs = attempts(observation)
     rejects({"result": obs.get("empty")}, "add_request([], params)", "prompt_ids", [])
     rejects({"result": obs.get("out_of_vocab")}, "add_request([99], params)", "prompt_ids", 99)
+
+
+PARAMS_HINT = ("params may be anything RequestParams.coerce accepts (None, a dict, a RequestParams): return "
+               "RequestParams.coerce(params), which the engine then reads as an object.")
+CONTEXT_HINT = ("Refuse also when prompt + max_tokens - 1 tokens exceed engine.model.max_context (when the model "
+                "has one): the model could not take them even alone.")
+
+
+def test_params_as_a_dict_or_none(observation):
+    """add_request with params as a plain dict and as None is accepted (check_admission coerces them)."""
+    obs = attempts(observation)
+    for key, given in (("dict_params", "a dict"), ("none_params", "None")):
+        if obs.get(key) != "accepted":
+            raise Fail(f"add_request([8], params) with params given as {given} was not accepted",
+                       expected="accepted", got=describe(obs.get(key)), hint=PARAMS_HINT)
+
+
+def test_refuses_past_the_context(observation):
+    """RequestRefused when prompt + max_tokens - 1 tokens exceed the model's context, even when the pool fits them."""
+    obs = attempts(observation)
+    g = obs.get("past_context")
+    if not is_raised(g) or g["__raised__"] != "RequestRefused":
+        raise Fail("a request of 1 + 5 - 1 = 5 tokens on a model with a context of 4 was not refused",
+                   expected="RequestRefused", got=describe(g) if g is not None else None, hint=CONTEXT_HINT)
+    if obs.get("at_context") != "accepted":
+        raise Fail("a request of exactly the model's context (1 + 4 - 1 = 4 tokens) was refused",
+                   expected="accepted", got=describe(obs.get("at_context")), hint=CONTEXT_HINT)
