@@ -1,6 +1,5 @@
 """Buckets and groups with the wrong edge inclusion: a value equal to an edge goes to the
 NEXT bucket ([lo, hi) as numpy.histogram does) instead of the one the edge closes (le)."""
-import bisect
 
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
@@ -11,16 +10,28 @@ EXPECT_FAIL = {"buckets_and_histogram_percentile": ["value_on_an_edge_is_in_that
 def bucket_counts(values, boundaries):
     counts = [0] * (len(boundaries) + 1)
     for v in values:
-        counts[bisect.bisect_right(boundaries, v)] += 1   # BUG: v == an edge goes to the next bucket
+        i = 0
+        while i < len(boundaries) and v >= boundaries[i]:   # BUG: a value on an edge goes to the next bucket
+            i += 1
+        counts[i] += 1
     return counts
 
 
 def group_percentiles(rows, by, edges, metric, qs=(50, 95, 99)):
-    if any(b <= a for a, b in zip(edges, edges[1:])):
-        raise ValueError(f"`edges` must increase, got {edges!r}.")
+    if len(edges) == 0 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"`edges` must be a non-empty, strictly increasing list, got {edges!r}.")
     groups = [[] for _ in range(len(edges) + 1)]
     for row in rows:
-        if row[metric] is not None:
-            groups[bisect.bisect_right(edges, row[by])].append(row[metric])   # BUG: the same for the groups
-    return [{"lo": edges[i - 1] if i else None, "hi": edges[i] if i < len(edges) else None, "n": len(g),
-             **{f"p{q:g}": percentile(g, q) if g else None for q in qs}} for i, g in enumerate(groups)]
+        if row[metric] is None:
+            continue
+        i = 0
+        while i < len(edges) and row[by] >= edges[i]:   # BUG: the same for the groups
+            i += 1
+        groups[i].append(row[metric])
+    out = []
+    for i, values in enumerate(groups):
+        group = {"lo": edges[i - 1] if i > 0 else None, "hi": edges[i] if i < len(edges) else None, "n": len(values)}
+        for q in qs:
+            group[f"p{q:g}"] = percentile(values, q) if values else None
+        out.append(group)
+    return out

@@ -6,8 +6,8 @@ EXPECT_FAIL = {"group_percentiles_by_edges": ["empty_group_is_not_zero"]}
 
 
 def group_percentiles(rows, by, edges, metric, qs=(50, 95, 99)):
-    if any(b <= a for a, b in zip(edges, edges[1:])):
-        raise ValueError(f"`edges` must increase, got {edges!r}.")
+    if len(edges) == 0 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"`edges` must be a non-empty, strictly increasing list, got {edges!r}.")
     groups = [[] for _ in range(len(edges) + 1)]
     for row in rows:
         if row[metric] is None:
@@ -16,6 +16,10 @@ def group_percentiles(rows, by, edges, metric, qs=(50, 95, 99)):
         while i < len(edges) and row[by] > edges[i]:
             i += 1
         groups[i].append(row[metric])
-    return [{"lo": edges[i - 1] if i else None, "hi": edges[i] if i < len(edges) else None, "n": len(g),
-             **{f"p{q:g}": percentile(g, q) if g else 0.0 for q in qs}}   # BUG: 0.0, not None, when empty
-            for i, g in enumerate(groups)]
+    out = []
+    for i, values in enumerate(groups):
+        group = {"lo": edges[i - 1] if i > 0 else None, "hi": edges[i] if i < len(edges) else None, "n": len(values)}
+        for q in qs:
+            group[f"p{q:g}"] = percentile(values, q) if values else 0.0   # BUG: 0.0, not None, when empty
+        out.append(group)
+    return out

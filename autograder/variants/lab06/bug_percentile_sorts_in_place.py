@@ -1,5 +1,4 @@
 """The caller's list is sorted in place (values.sort()) instead of a sorted copy."""
-import math
 
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
@@ -8,15 +7,20 @@ EXPECT_FAIL = {"percentile_type_6": ["median_of_five", "p90_of_twenty_interpolat
 
 
 def percentile(values, q):
-    if not isinstance(values, list) or not values or not all(math.isfinite(v) for v in values):
-        raise ValueError(f"`values` must be a non-empty list of finite numbers, got {values!r}.")
-    if not 0 <= q <= 100:
-        raise ValueError(f"`q` must be in [0, 100], got {q!r}.")
-    values.sort()   # BUG: sorts the caller's list
-    n, h = len(values), (len(values) + 1) * q / 100
+    if not isinstance(values, (list, tuple)) or len(values) == 0:
+        raise ValueError(f"`values` must be a non-empty list of numbers, got {values!r}.")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"`values` must hold finite numbers only, got {v!r}.")
+    if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 100:
+        raise ValueError(f"`q` must be a number in [0, 100], got {q!r}.")
+    values.sort()   # BUG: sorts the caller's list, not a copy
+    xs = values
+    n = len(xs)
+    h = (n + 1) * q / 100
     if h <= 1:
-        return float(values[0])
+        return float(xs[0])
     if h >= n:
-        return float(values[-1])
-    k = int(h)
-    return values[k - 1] + (h - k) * (values[k] - values[k - 1])
+        return float(xs[-1])
+    k = math.floor(h)
+    return xs[k - 1] + (h - k) * (xs[k] - xs[k - 1])

@@ -7,30 +7,27 @@ BASE = "solution"   # every cell as in the solution notebook, but for what follo
 EXPECT_FAIL = {"first_deviation_follows_the_table": ["share_growth_is_absolute"]}
 
 
-def _median(rows, metric):
-    values = [r[metric] for r in rows if r[metric] is not None]
-    return percentile(values, 50) if values else None
-
-
-def _share(rows, metric):
-    if metric == "cut_off":
-        return sum(r["finish_reason"] in ("length", "cancelled") for r in rows) / len(rows)
-    return sum(bool(r[metric]) for r in rows) / len(rows)
-
-
 def first_deviation(baseline, incident, threshold=0.25):
+    def median(rows, metric):
+        values = [r[metric] for r in rows if r[metric] is not None]
+        return percentile(values, 50) if values else None
+
+    def share(rows, metric):
+        if metric == "cut_off":
+            return sum(r["finish_reason"] in ("length", "cancelled") for r in rows) / len(rows)
+        return sum(bool(r[metric]) for r in rows) / len(rows)
+
     for stage, metric, kind in CHECKS:
         if kind == "share":
-            b, i = _share(baseline, metric), _share(incident, metric)
-            if i > b * (1 + threshold) and i > 0:          # BUG: relative growth
+            b, i = share(baseline, metric), share(incident, metric)
+            if i > b * (1 + threshold) and i > 0:   # BUG: growth relative to the baseline share
                 return {"stage": stage, "metric": metric, "baseline": b, "incident": i}
             continue
-        b, i = _median(baseline, metric), _median(incident, metric)
+        b, i = median(baseline, metric), median(incident, metric)
         if b is None or i is None or i - b <= threshold * b + MIN_DELTA[kind]:
             continue
         if stage == "queue" and any(r["kv_blocks_peak"] >= r["kv_capacity"] for r in incident):
             used = lambda rows: max(r["kv_blocks_peak"] / r["kv_capacity"] for r in rows)  # noqa: E731
-            return {"stage": "kv_cache", "metric": "kv_pool_used", "baseline": used(baseline),
-                    "incident": used(incident)}
+            return {"stage": "kv_cache", "metric": "kv_pool_used", "baseline": used(baseline), "incident": used(incident)}
         return {"stage": stage, "metric": metric, "baseline": b, "incident": i}
     return None

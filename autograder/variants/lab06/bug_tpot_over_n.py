@@ -10,16 +10,21 @@ def request_metrics(spans):
     spans = list(spans)
     roots = [s for s in spans if s.parent is None]
     if len(roots) != 1:
-        raise ValueError(f"`spans` must be the spans of exactly one request, got {len(roots)} roots.")
+        raise ValueError(f"`spans` must be the spans of exactly one request, got {len(roots)} root spans.")
     root = roots[0]
-    stage = {}
-    for s in spans:
-        if s.parent is not None:
-            stage[s.name] = stage.get(s.name, 0) + (s.end_time - s.start_time) / 1e9
+
+    def total(name):
+        durations = [s.end_time - s.start_time for s in spans if s.parent is not None and s.name == name]
+        return sum(durations) / 1e9 if durations else None
+
     times = sorted(e.timestamp for e in root.events if e.name == "token")
     n = len(times)
-    return {"queue": stage.get("queue"), "prefill": stage.get("prefill"),
-            "ttft": (times[0] - root.start_time) / 1e9 if n else None,
-            "tpot": (times[-1] - times[0]) / 1e9 / n if n > 1 else None,   # BUG: n tokens, not n - 1 gaps
-            "itl": [(b - a) / 1e9 for a, b in zip(times, times[1:])],
-            "e2e": (root.end_time - root.start_time) / 1e9, "output_tokens": n}
+    return {
+        "queue": total("queue"),
+        "prefill": total("prefill"),
+        "ttft": (times[0] - root.start_time) / 1e9 if n else None,
+        "tpot": (times[-1] - times[0]) / 1e9 / n if n > 1 else None,   # BUG: n tokens, not n - 1 gaps
+        "itl": [(b - a) / 1e9 for a, b in zip(times, times[1:])],
+        "e2e": (root.end_time - root.start_time) / 1e9,
+        "output_tokens": n,
+    }

@@ -9,19 +9,23 @@ def request_metrics(spans):
     spans = list(spans)
     roots = [s for s in spans if s.parent is None]
     if len(roots) != 1:
-        raise ValueError(f"`spans` must be the spans of exactly one request, got {len(roots)} roots.")
+        raise ValueError(f"`spans` must be the spans of exactly one request, got {len(roots)} root spans.")
     root = roots[0]
 
     def total(name):
-        d = [s.end_time - s.start_time for s in spans if s.parent is not None and s.name == name]
-        return sum(d) / 1e9 if d else None
+        durations = [s.end_time - s.start_time for s in spans if s.parent is not None and s.name == name]
+        return sum(durations) / 1e9 if durations else None
 
     prefill = [s for s in spans if s.name == "prefill"]
     started = prefill[0].start_time if prefill else root.start_time   # BUG: from prefill, not arrival
     times = sorted(e.timestamp for e in root.events if e.name == "token")
     n = len(times)
-    return {"queue": total("queue"), "prefill": total("prefill"),
-            "ttft": (times[0] - started) / 1e9 if n else None,
-            "tpot": (times[-1] - times[0]) / 1e9 / (n - 1) if n > 1 else None,
-            "itl": [(b - a) / 1e9 for a, b in zip(times, times[1:])],
-            "e2e": (root.end_time - root.start_time) / 1e9, "output_tokens": n}
+    return {
+        "queue": total("queue"),
+        "prefill": total("prefill"),
+        "ttft": (times[0] - started) / 1e9 if n else None,
+        "tpot": (times[-1] - times[0]) / 1e9 / (n - 1) if n > 1 else None,
+        "itl": [(b - a) / 1e9 for a, b in zip(times, times[1:])],
+        "e2e": (root.end_time - root.start_time) / 1e9,
+        "output_tokens": n,
+    }
