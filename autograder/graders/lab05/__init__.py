@@ -83,7 +83,8 @@ run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
 serve_all(decoder, pool, requests, *, eos_token_id=None)
   | tokens as a solo run; nothing preempted when fits | everything_fits                                       |
   | the newest is preempted, freed, recomputed        | preempts_the_newest_and_recomputes, tiny_model_..     |
-  | impossible request refused before any model call  | refuses_impossible_before_any_model_call              |
+  | impossible request refused before any model call, | refuses_impossible_before_any_model_call              |
+  |   finish_reason error, no tokens, an error message|                                                       |
   | refusal counts prompt + max_tokens - 1 tokens     | runs_a_request_that_needs_exactly_the_pool            |
   | ends at eos_token_id (STOP), released at once     | stops_at_eos_and_frees_at_once                        |
 utilisation(lengths, *, block_size=None, max_len=None)

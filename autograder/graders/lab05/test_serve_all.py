@@ -51,6 +51,11 @@ def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=Fals
             if g.get("finish_reason") != "error" or g.get("tokens") != []:
                 raise Fail(f"request {i} can never fit (needs more blocks than the pool has) and must be "
                            "refused: finish_reason error, no tokens", expected=e, got=g, hint=hint)
+            if not (isinstance(g.get("error"), str) and g["error"]):
+                raise Fail(f"request {i} was refused without saying why: its `error` should be a message",
+                           expected="a non-empty str", got=g.get("error"),
+                           hint="A refused request's `error` says why, e.g. how many blocks it needs and how many "
+                                "the pool has.")
             continue
         solo = ref.run_request(decoder, new_pool(64), torch.tensor([reqs[i]["prompt"]]),
                                max_tokens=reqs[i]["max_tokens"], to_text=str, eos_token_id=eos)
