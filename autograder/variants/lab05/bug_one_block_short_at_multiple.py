@@ -3,7 +3,9 @@ position is a multiple of block_size, the first of a new block, gets no block.""
 
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
-EXPECT_FAIL = {'paged_cache_matches_static': ['tiny_model_parity_block_4', 'tiny_model_parity_block_1_and_16', 'exact_multiple_of_block_size', 'gather_follows_the_block_table', 'length_is_what_every_layer_holds']}
+EXPECT_FAIL = {'paged_cache_matches_static': [
+    'tiny_model_parity_block_4', 'tiny_model_parity_block_1_and_16', 'exact_multiple_of_block_size',
+    'gather_follows_the_block_table', 'length_is_what_every_layer_holds']}
 
 
 class PagedKVCache(PagedKVCache):
