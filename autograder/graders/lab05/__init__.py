@@ -54,19 +54,22 @@ BlockAllocator(num_blocks, block_size)
   | refcounts: shared block kept until last free      | shared_block_kept_until_last_user                     |
   | high_water; pool as free as it started at the end | random_operation_sequences                            |
 PagedKVCache(pool)
-  | same tokens as StaticKVCache, logits within 1e-5  | tiny_model_parity_block_4, .._block_1_and_16          |
+  | same tokens as StaticKVCache, logits within 1e-5  | tiny_model_parity_block_4,                            |
+  |                                                   |   tiny_model_parity_block_1_and_16                    |
   | append/gather in block-table order, not id order  | gather_follows_the_block_table,                       |
   |   (whatever order the allocator hands ids out in) |   gather_when_block_ids_descend (table [3, 2, 1])     |
   | block_table in token order                        | gather_when_block_ids_descend                         |
   | a block for token block_size * k                  | exact_multiple_of_block_size                          |
   | length: the smallest per-layer count              | length_is_what_every_layer_holds                      |
-  | bytes_allocated: blocks held * block_bytes        | tiny_model_parity_block_4, .._block_1_and_16          |
+  | bytes_allocated: blocks held * block_bytes        | tiny_model_parity_block_4,                            |
+  |                                                   |   tiny_model_parity_block_1_and_16                    |
   | OutOfBlocks leaves the cache unchanged            | out_of_blocks_leaves_the_cache_unchanged              |
   | release returns every block, idempotent; reserve  | release_returns_every_block, reserve_is_all_or_nothing|
 run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
   | max_tokens: ValueError before anything else       | rejects_bad_max_tokens                                |
   | stop / length with tokens and raw output          | eos_stop, length                                      |
-  | cancelled / timeout / content_filter released     | cancelled_releases, timeout_releases, content_filter..|
+  | cancelled / timeout / content_filter released     | cancelled_releases, timeout_releases,                 |
+  |                                                   |   content_filter_releases                             |
   | order: cancel before the deadline                 | cancel_checked_before_deadline                        |
   | deadline from clock() at the call's start, >=     | timeout_releases                                      |
   | content_filter before on_token: never streamed    | rejected_token_never_reaches_on_token                 |
@@ -82,13 +85,15 @@ run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
   | no growth after 100 failing requests              | no_growth_after_100_failing_requests                  |
 serve_all(decoder, pool, requests, *, eos_token_id=None)
   | tokens as a solo run; nothing preempted when fits | everything_fits                                       |
-  | the newest is preempted, freed, recomputed        | preempts_the_newest_and_recomputes, tiny_model_..     |
+  | the newest is preempted, freed, recomputed        | preempts_the_newest_and_recomputes,                   |
+  |                                                   |   tiny_model_under_pressure                           |
   | impossible request refused before any model call, | refuses_impossible_before_any_model_call              |
   |   finish_reason error, no tokens, an error message|                                                       |
   | refusal counts prompt + max_tokens - 1 tokens     | runs_a_request_that_needs_exactly_the_pool            |
   | ends at eos_token_id (STOP), released at once     | stops_at_eos_and_frees_at_once                        |
 utilisation(lengths, *, block_size=None, max_len=None)
-  | paged: tokens / whole blocks; contiguous: max_len | paged_blocks, contiguous_max_len, exact_blocks_..     |
+  | paged: tokens / whole blocks; contiguous: max_len | paged_blocks, contiguous_max_len,                     |
+  |                                                   |   exact_blocks_are_full                               |
   | exactly one of block_size and max_len             | exactly_one_of_block_size_and_max_len                 |
   | ValueError naming the parameter                   | rejects_bad_arguments                                 |
 """
