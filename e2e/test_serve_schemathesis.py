@@ -91,7 +91,7 @@ def test_every_answer_is_documented_and_no_5xx_or_hang(api_schema, method, path,
     check()
 
 
-def test_the_schemathesis_cli_finds_nothing(server_url):
+def test_the_schemathesis_cli_finds_nothing(server_url, tmp_path):
     """`schemathesis run` as a user would: its coverage phase (boundary values of every
     field, wrong types, missing and extra properties) and its fuzzing phase, plus wrong
     methods, which must answer 405."""
@@ -99,6 +99,7 @@ def test_the_schemathesis_cli_finds_nothing(server_url):
     cmd = [str(cli), "run", f"{server_url}/openapi.json", "--phases", "coverage,fuzzing",
            "--max-examples", str(MAX_EXAMPLES), "--request-timeout", str(REQUEST_TIMEOUT_S), "--no-color",
            "--checks", ",".join(c.__name__ for c in CHECKS) + ",unsupported_method"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    # in a scratch folder: the CLI keeps its example database (.schemathesis/) where it runs
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "No issues found" in run.stdout, run.stdout[-3000:]
