@@ -43,14 +43,8 @@ NOT_NEEDED = ("jupyterlab", "notebook", "nbgrader", "ipykernel", "nbclient", "nb
 
 def requirements(root: Path | None = None) -> list[str]:
     deps = tomllib.loads((Path(root or ROOT) / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    out = [d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() not in NOT_NEEDED]
-    # the graders of a lab in package form are pytest tests (autograder.plugin): pytest judges them
-    dev = tomllib.loads((Path(root or ROOT) / "pyproject.toml").read_text(encoding="utf-8"))["project"].get(
-        "optional-dependencies", {}).get("dev", [])
-    pins = [d for d in dev if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() == "pytest"]
-    if not any(re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() == "pytest" for d in out):
-        out += pins[:1] or ["pytest>=8"]
-    return out
+    # pytest is a course dependency: the graders are pytest tests (autograder.plugin)
+    return [d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() not in NOT_NEEDED]
 
 
 def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
