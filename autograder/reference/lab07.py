@@ -2,7 +2,7 @@
 
 The engine itself is course.engine.Engine (the course's answer to the lab); this
 module adds the lab's other graded function, replay_in_engine. The Lab 03 failure
-samples it replays are inputs, built by the grader (autograder/graders/lab07/probes.py).
+samples it replays are inputs, built by the grader (autograder/graders/lab07/_inputs.py).
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ Two models: a scripted batched model (course.batched.ScriptedBatchedModel: exact
 scripted sequences, injected errors and NaN) and the shipped tiny model (tokens equal
 to each request's solo run, logits within 1e-4).
 
-    probes.py     the scripted world, Watch, run_trace, the TRACES table by name, the probes
+    _inputs.py    the scripted world, Watch, run_trace, the TRACES table by name (sent to the child)
+    probes.py     the probes
     judging.py    the trace checks the tests share (shape, per request, the reference's run)
     test_*.py     one file per exercise or property, judged against autograder/reference/lab07.py
 
