@@ -133,3 +133,11 @@ def test_what_the_sandboxed_child_loads_of_a_lab_holds_no_test_and_no_expected_v
         leaked = {i for i in _imports(sources[module][0]) if any(f in i for f in forbidden)}
         assert not leaked, f"{module} imports {sorted(leaked)}: the student's process would hold expected values"
     assert not [m for m in sources if m.startswith(("autograder.reference", "autograder.plugin"))]
+
+
+def test_no_grader_file_is_over_400_lines():
+    """A grader a reader can hold in mind: split a long file by exercise, or move shared
+    inputs to a private module of the lab (_inputs.py)."""
+    long = {str(p.relative_to(plugin.ROOT)): n for p in sorted(plugin.GRADERS.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert not long, long
