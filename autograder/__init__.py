@@ -9,6 +9,15 @@ serves two harnesses:
   on the student's extracted code and only plain data comes back; the parent
   process runs the tests, so expected values never enter the student's process.
 """
+import sys as _sys
+
+# jsonschema (which nbformat imports) builds dozens of grammar parsers at import time when the
+# optional package rfc3987_syntax is installed (a Jupyter dependency brings it): several
+# CPU-seconds in every grading process and every `check`, for the "iri" string formats that
+# no notebook schema uses. Hidden from jsonschema here, unless something loaded it already.
+if "rfc3987_syntax" not in _sys.modules and "jsonschema" not in _sys.modules:
+    _sys.modules["rfc3987_syntax"] = None
+
 __all__ = ["Case", "CaseResult", "Fail", "Test", "TestResult", "get_tests", "labs", "probe_case", "run_test"]
 
 

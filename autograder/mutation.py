@@ -153,11 +153,7 @@ def _log(entry: dict) -> None:
 
 
 _FIRST_FAILURE: list[str] = []
-if os.environ.get(LOG_ENV) and "rfc3987_syntax" not in sys.modules:
-    # in a mutation run only: jsonschema (under nbformat) builds dozens of parsers when this
-    # optional package is importable, half the CPU time of a run; it only checks the "iri"
-    # formats, which no notebook schema uses
-    sys.modules["rfc3987_syntax"] = None
+# (rfc3987_syntax, which costs jsonschema seconds at import, is hidden by autograder/__init__.py)
 
 
 def pytest_runtest_logreport(report):

@@ -103,3 +103,17 @@ def test_notebook_read_names_what_is_wrong(tmp_path):
     old.write_text('{"nbformat": 3, "worksheets": []}')
     with pytest.raises(NotebookError, match="nbformat=3"):
         read(old)
+
+
+def test_importing_the_autograder_keeps_jsonschema_from_building_iri_parsers():
+    """rfc3987_syntax (optional for jsonschema) costs seconds at import in every grading
+    process; the autograder hides it, and notebooks still validate without it."""
+    import subprocess
+    import sys
+    code = ("import sys, autograder, nbformat\n"
+            "nb = nbformat.read('solutions/lab00/lab00.ipynb', as_version=4)\n"
+            "nbformat.validate(nb)\n"
+            "print(sys.modules.get('rfc3987_syntax', 'absent'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert out.stdout.strip() in ("None", "absent"), out.stdout
