@@ -165,7 +165,7 @@ def plot(report: dict, path: Path) -> None:
                label=f"{side} ({report['before'] if side == 'before' else report['after']})")
     ax.set_xticks(range(len(labs)), labs)
     ax.set_ylabel("seconds per submission (steady state)")
-    ax.set_title(f"Standalone grading, one worker: median of {report['rounds']} paired rounds (range)")
+    ax.set_title(f"Standalone grading, one worker:\nmedian of {report['rounds']} paired rounds (bars: range)", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
