@@ -708,9 +708,10 @@ def _child(ctx, cmd_fd: int, res_fd: int, out_fd: int):
         except (TypeError, ValueError, RecursionError, OverflowError):
             data = (_dumps({"n": nonce, "req": msg.get("req"), "kind": "fail", "t": msg.get("t"),
                             "message": "the result could not be sent (not plain data)"}) + "\n").encode()
-        if len(data) > max_message - 1:
+        if len(data) > max_message - 1:       # the parent would stop reading it: say why instead
+            size, limit = (f"{n / MiB:.1f}".removesuffix(".0") + " MiB" for n in (len(data), max_message))
             data = (_dumps({"n": nonce, "req": msg.get("req"), "kind": "fail", "t": msg.get("t"),
-                            "message": f"the result is too large ({len(data) // MiB} MiB)"}) + "\n").encode()
+                            "message": f"the result of this case is {size}; the limit is {limit}"}) + "\n").encode()
         view = memoryview(data)
         while view:
             k = _write(res_fd, view)
