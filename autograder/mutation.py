@@ -111,6 +111,15 @@ EQUIVALENT = {
     ("course.sampling", "got = None"): "error-message text (`got` is only shown in the message)",
     ("course.sampling", 'raise ValueError(f"`{name}` must not contain NaN, got NaN at '
                         '{torch.isnan(logits).nonzero().tolist()[:6]}.")'): "error-message text (how many positions it shows)",
+    # lab02's contract asks filters for (V,) or (B, V) float logits and never asks a student to
+    # reject other logits: these lines run only on inputs outside it, where no case can look
+    ("course.sampling", "if not isinstance(logits, torch.Tensor) and logits.dim() not in (1, 2) or not "
+                        "logits.is_floating_point():"):
+        "differs only for a non-tensor or a 3-D tensor, logits lab02's contract never passes or asks to reject",
+    **{("course.sampling", line): "`rows` feeds only the message for a row of all -inf, logits lab02's "
+                                  "contract never passes or asks to reject"
+       for line in ("rows = dead.reshape(+1).nonzero().flatten().tolist()",
+                    "rows = dead.reshape(-2).nonzero().flatten().tolist()", "rows = None")},
     ("course.sampling", 'f"{torch.isposinf(logits).nonzero().tolist()[:6]}.")'):
         "error-message text (how many positions it shows)",
     ("course.sampling", 'raise ValueError(f"`{name}` must keep at least one finite logit per row, got all -inf in '
@@ -123,23 +132,6 @@ GAPS = {
      "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
         "best_temperature_for_token must reject a bool token_id (True is not a token id); no hidden case "
         "passes one, so a reference that accepts True as token 1 goes unnoticed",
-    ("course.sampling", "if not isinstance(logits, torch.Tensor) and logits.dim() not in (1, 2) or not "
-                        "logits.is_floating_point():"):
-        "no judge asks the reference to reject a 3-D tensor or a non-tensor (reference_rejects on one would)",
-    **{("course.sampling", line): "no judge asks the reference to reject a row of all -inf (the student's "
-                                  "rejection is checked, the reference's is not): `rows` feeds only its message"
-       for line in ("rows = dead.reshape(+1).nonzero().flatten().tolist()",
-                    "rows = dead.reshape(-2).nonzero().flatten().tolist()", "rows = None")},
-    ("course.sampling", "if not _is_number(temperature) or not math.isfinite(temperature) or not temperature > 1:"):
-        "no judge passes the reference's check_temperature a temperature in (0, 1] that must be accepted",
-    ("course.sampling", "return logits.masked_fill(logits < kth, +math.inf)            # (B, V), a new tensor"):
-        "the judges read only which entries of the reference's output are finite (the kept mask), never the "
-        "value a removed entry holds",
-    ("course.sampling", "return logits.masked_fill(remove, +math.inf)"):
-        "the judges read only which entries of the reference's output are finite (the kept mask), never the "
-        "value a removed entry holds",
-    ("course.sampling", "sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=False)  # (B, V)"):
-        "no case has ties that an unstable sort orders differently on CPU here (the stable sort is the contract)",
 }
 
 

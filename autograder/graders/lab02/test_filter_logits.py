@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
+from autograder.core import Fail
 from autograder.reference import lab02 as ref
 
 from .judging import case, judge_filtered, judge_invalid
@@ -20,7 +22,18 @@ def row(name, hint=PIPE_HINT, *, visible=False, fixture=None):
 
 
 def _pipeline(x, **kwargs):
-    return ref.transformers_pipeline(x, **kwargs)
+    """transformers' warpers; course.sampling's filter_logits (what later labs sample with) must keep
+    the same tokens (grader integrity, like checks.reference_rejects for the rejected parameters)."""
+    expected = ref.transformers_pipeline(x, **kwargs)
+    try:
+        course_kept = torch.isfinite(ref.filter_logits(x, **kwargs))
+    except ValueError as e:
+        raise Fail(f"grader error: the reference rejects filter_logits({kwargs}): {e}",
+                   hint="This is a fault in the grader, not in your code: tell the course staff.") from None
+    if not torch.equal(course_kept, torch.isfinite(expected)):
+        raise Fail(f"grader error: the reference and transformers keep different tokens for filter_logits({kwargs})",
+                   hint="This is a fault in the grader, not in your code: tell the course staff.")
+    return expected
 
 
 @pytest.mark.parametrize("key, hint", [
