@@ -178,12 +178,12 @@ def warm_up(lab: str, runtime, *, visible_only: bool = True) -> threading.Thread
     needed = lab in VISIBLE_CASES_USE_MODEL if visible_only else loads_shipped_model(lab)
     if not needed:
         return None
-    from . import checks
     if WARM_MODEL_CELL not in runtime.warm_cells:
         runtime.warm_cells = [*runtime.warm_cells, WARM_MODEL_CELL]
 
-    def load():
+    def load():   # importing torch happens here too, so the zygote is not kept waiting for it
         try:
+            from . import checks
             checks.shipped_model()
         except Exception:   # the judge loads it again and reports what went wrong
             pass
