@@ -236,13 +236,26 @@ def _watch_targets(grader_module):
         m = sys.modules.get(name)
         if m is not None:
             strict.append((name, m))
+    # The lab's probes and their helpers (submodules of the grader package, already out of
+    # sys.modules here) and every class they define: nothing in them may change.
+    for k, m in list(vars(grader_module).items()):
+        if isinstance(m, types.ModuleType) and m.__name__.startswith(grader_module.__name__ + "."):
+            strict.append((m.__name__, m))
+            strict += [(f"{m.__name__}.{c}", v) for c, v in list(vars(m).items())
+                       if isinstance(v, type) and getattr(v, "__module__", "") == m.__name__]
     loose = [("autograder.core", sys.modules["autograder.core"]), (grader_module.__name__, grader_module)]
+    checks = sys.modules.get("autograder.checks")
+    if checks is not None:     # and its classes whole (Ledger counts a pool's blocks for the probes)
+        loose.append(("autograder.checks", checks))
+        strict += [(f"autograder.checks.{k}", v) for k, v in list(vars(checks).items())
+                   if isinstance(v, type) and getattr(v, "__module__", "") == "autograder.checks"]
     for name, m in list(sys.modules.items()):
         if (name == "course" or name.startswith("course.")) and isinstance(m, types.ModuleType):
             loose.append((name, m))
-            for k, v in list(vars(m).items()):
-                if isinstance(v, type) and getattr(v, "__module__", "") == name:
-                    loose.append((f"{name}.{k}", v))
+            # a course class is checked whole: methods, properties and other descriptors,
+            # class attributes (a replaced `num_free` property lies to whoever reads it)
+            strict += [(f"{name}.{k}", v) for k, v in list(vars(m).items())
+                       if isinstance(v, type) and getattr(v, "__module__", "") == name]
     return strict, loose
 
 
@@ -256,9 +269,10 @@ def _make_watch(grader_module):
         snaps.append((label, obj, dict(vars(obj)), True, isinstance(obj, type)))
     for label, obj in loose:
         snaps.append((label, obj, dict(vars(obj)), False, isinstance(obj, type)))
-    mods = {label: obj for label, obj in strict + loose
-            if isinstance(obj, types.ModuleType) and obj is not grader_module}
+    mods = {label: obj for label, obj in strict + loose     # the grader's own modules left sys.modules
+            if isinstance(obj, types.ModuleType) and not label.startswith(grader_module.__name__)}
     _vars, _setattr, _delattr, _callable, _isinstance, _type = vars, setattr, delattr, callable, isinstance, type
+    _hasattr = hasattr
     _module = types.ModuleType
     _modules = sys.modules
     missing = object()
@@ -270,6 +284,12 @@ def _make_watch(grader_module):
         wrappers.add(torch._disable_dynamo(lambda: None).__code__)
     except Exception:
         pass
+
+    def descriptor(x):
+        """A property, classmethod, staticmethod or any object with __get__/__set__/__delete__:
+        not callable, yet it decides what an attribute read returns."""
+        t = _type(x)
+        return x is not missing and any(_hasattr(t, a) for a in ("__get__", "__set__", "__delete__"))
 
     def harmless(old, new):
         """A library's behaviour-preserving wrapper of the original: importing torch._dynamo
@@ -285,7 +305,8 @@ def _make_watch(grader_module):
                 c = cur.get(k, missing)
                 if c is v:
                     continue
-                if not strict_ and not (_callable(v) or _callable(c) or _isinstance(v, (_module, _type))):
+                if not strict_ and not (_callable(v) or _callable(c) or _isinstance(v, (_module, _type))
+                                        or descriptor(v) or descriptor(c)):
                     continue
                 if c is not missing and harmless(v, c):
                     snap[k] = c
