@@ -1,16 +1,21 @@
 """Checks the token id with `0 < token_id` instead of `0 <= token_id`, so the first
-token of the vocabulary (id 0) is rejected as out of range."""
-from autograder.reference.lab01 import *  # noqa: F401,F403
-from autograder.reference.lab01 import apply_temperature, softmax
+token of the vocabulary (id 0) is rejected as out of range. (Nor does it check that
+`logits` is a 1-D tensor.)"""
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"best_temperature_is_found": ["argmax_token_best_at_zero"]}
 
 
 def best_temperature_for_token(logits, token_id, temperatures):
-    if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 < token_id < logits.shape[-1]:  # BUG
-        raise ValueError(f"`token_id` must be a valid id, got {token_id!r}.")
-    if not isinstance(temperatures, (list, tuple)) or not temperatures:
-        raise ValueError(f"`temperatures` must be a non-empty list or tuple, got {temperatures!r}.")
-    probs = [float(softmax(apply_temperature(logits, t))[token_id]) for t in temperatures]
-    best = max(range(len(probs)), key=lambda i: (probs[i], -i))
-    return {"temperature": float(temperatures[best]), "probability": probs[best]}
+    # BUG: no check that logits is a 1-D tensor
+    n_tokens = logits.shape[0]
+    if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 < token_id < n_tokens:  # BUG: 0 <
+        raise ValueError(f"`token_id` must be an integer in [1, {n_tokens - 1}], got {token_id!r}.")
+    if not isinstance(temperatures, (list, tuple)) or len(temperatures) == 0:
+        raise ValueError(f"`temperatures` must be a non-empty list of temperatures, got {temperatures!r}.")
+    best = None
+    for t in temperatures:
+        p_token = softmax(apply_temperature(logits, t))[token_id].item()
+        if best is None or p_token > best["probability"]:
+            best = {"temperature": float(t), "probability": p_token}
+    return best
