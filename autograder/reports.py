@@ -114,6 +114,40 @@ def safe_name(student: str) -> str:
 
 # ---------------------------------------------------------------- the record
 
+PREVIEW = 2048          # characters of an expected or a got value a record keeps
+MESSAGE = 4000          # characters of a case's message or hint
+
+
+def preview(value, limit: int = PREVIEW):
+    """`value` itself when its JSON fits in `limit` characters; otherwise the start of that
+    JSON as a string, marked as cut, so one failing case never makes a record large."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)[:limit + 1]
+        if len(text) <= limit:
+            return text
+        return f"{text[:limit]}... (cut at {limit} characters)"
+    if len(text) <= limit:
+        return value
+    return f"{text[:limit]}... (cut: {len(text)} characters in all)"
+
+
+def _bounded_case(c: dict) -> dict:
+    c = dict(c)
+    c["expected"], c["got"] = preview(c.get("expected")), preview(c.get("got"))
+    for k in ("message", "hint"):
+        if isinstance(c.get(k), str) and len(c[k]) > MESSAGE:
+            c[k] = c[k][:MESSAGE] + "... (cut)"
+    return c
+
+
+def _bounded_test(t: dict) -> dict:
+    return dict(t, cases=[_bounded_case(c) for c in t.get("cases", [])])
+
+
 def record(student: str, sub, graded, *, version: str, limits=None) -> dict:
     """The per-student JSON: everything the other reports are made from."""
     if sub.fatal:
@@ -127,7 +161,8 @@ def record(student: str, sub, graded, *, version: str, limits=None) -> dict:
         "file": str(sub.path), "submission_sha256": sub.sha256, "grader_version": version,
         "graded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "status": status, "score": graded.score, "max_score": graded.max_score,
-        "problems": list(graded.problems), "tests": [t.to_dict() for t in graded.tests],
+        "problems": [str(p)[:MESSAGE] for p in graded.problems],
+        "tests": [_bounded_test(t.to_dict()) for t in graded.tests],
         "output_tail": graded.output, "restarts": graded.restarts, "seconds": graded.seconds,
         "sandbox": graded.sandbox, "limits": limits.to_dict() if limits is not None else None,
         # the edition the student worked in (notebook metadata "language"): the language the

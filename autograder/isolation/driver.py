@@ -30,8 +30,8 @@ from pathlib import Path
 from ..notebook import Submission, release_cells, release_notebook_path
 from . import container
 from . import sandbox as sb
-from .limits import MAX_MESSAGE, SCRATCH_SIZE, Limits
-from .wire import PROTOCOL, LineReader, encode, send_fds, wait_readable
+from .limits import MAX_CONTROL, MAX_MESSAGE, SCRATCH_SIZE, Limits
+from .wire import PROTOCOL, LineReader, TooLarge, encode, mib, send_fds, wait_readable
 
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN_UNDER_ROOT = ("autograder", "solutions", ".git", "course", "labs")
@@ -49,6 +49,10 @@ class _Died(Exception):
         super().__init__(reason)
         self.reason = reason
         self.cell = cell
+
+
+class _TooLarge(_Died):
+    """The child sent a line longer than MAX_MESSAGE: the parent stopped reading and killed it."""
 
 
 class _TimedOut(Exception):
@@ -208,7 +212,7 @@ class _Zygote:
         self.log = runtime.base / f"zygote-{slot}-{secrets.token_hex(4)}.log"
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = mine
-        self.reader = LineReader(mine.fileno())
+        self.reader = LineReader(mine.fileno(), limit=MAX_CONTROL)
         boot = runtime.inside(runtime.stage / "boot" / "l2ft_child.py")
         py = [sys.executable, "-I", "-B", "-u", boot, str(theirs.fileno())]
         weak = runtime.sandbox.weak
@@ -359,10 +363,10 @@ class _ChildProcess:
         while True:
             try:
                 msg = self.reader.pop()
-            except OverflowError:
+            except TooLarge:                   # read no further: kill the writer, drop what was read
                 self.kill()
-                raise _Died("sent more than 64 MiB in one message (the result is far too large)",
-                            self.current_cell) from None
+                raise _TooLarge(f"sent a message larger than {mib(MAX_MESSAGE)}, the limit of one result",
+                                self.current_cell) from None
             if msg is not None:
                 return msg
             if self.reader.eof and self.exit is None:
@@ -383,8 +387,11 @@ class _ChildProcess:
                 elif zmsg is not None and zmsg.get("t") == "exit":
                     z.busy = False
                     self.exit = zmsg
-                    while not self.reader.eof and wait_readable([self.res_r], 0.2):
-                        self.reader.fill()     # what it said before it ended still counts
+                    # what it said before it ended still counts (up to one message's worth:
+                    # a process it left behind may hold the pipe and write forever)
+                    while not self.reader.eof and len(self.reader.buf) <= MAX_MESSAGE \
+                            and wait_readable([self.res_r], 0.2):
+                        self.reader.fill()
 
     def _death_reason(self) -> str:
         e = self.exit or {}
@@ -667,6 +674,15 @@ def grade_isolated(sub: Submission, runtime: Runtime, *, limits: Limits | None =
                     result.cases.append(_failed(case, f"timed out after {time.monotonic() - start:.0f} s "
                                                       f"(an endless loop, or far too slow)",
                                                 "Check the loop's stopping condition; the fixtures are small."))
+                    outputs.append(child.output())
+                    child.cleanup()
+                    child = None
+                    deaths += 1
+                except _TooLarge:
+                    result.cases.append(_failed(case, f"the result of this case is larger than {mib(MAX_MESSAGE)}; "
+                                                      f"the limit is {mib(MAX_MESSAGE)} (the grader stopped reading "
+                                                      "it and ended the process)",
+                                                "Return only what the function's docstring asks for."))
                     outputs.append(child.output())
                     child.cleanup()
                     child = None

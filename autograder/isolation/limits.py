@@ -5,7 +5,11 @@ from dataclasses import asdict, dataclass
 
 GiB = 1 << 30
 MiB = 1 << 20
-MAX_MESSAGE = 64 * MiB          # one JSON line from the child
+# One message from a child (an observation, a cell report): larger ones fail their case. The
+# child refuses to send one (the case fails with its size); a child that writes one anyway is
+# stopped after the parent has read about this much, so no message costs the parent more.
+MAX_MESSAGE = 1 * MiB
+MAX_CONTROL = 64 * MiB          # one line from a zygote (trusted: no student code runs in it)
 SCRATCH_SIZE = 256 * MiB        # the child's private tmpfs (its only writable place)
 
 

@@ -20,7 +20,7 @@ import select
 import socket
 import time
 
-from .limits import MAX_MESSAGE
+from .limits import MAX_MESSAGE, MiB
 
 PROTOCOL = 2
 
@@ -29,21 +29,40 @@ def encode(msg: dict) -> bytes:
     return (json.dumps(msg) + "\n").encode()
 
 
-class LineReader:
-    """JSON lines from one fd; junk lines are skipped, oversized input is an error."""
+def mib(n: int) -> str:
+    """A size for a message: '63 MiB', '1.5 MiB'."""
+    return f"{n / MiB:.1f}".removesuffix(".0") + " MiB"
 
-    def __init__(self, fd: int, nonce: str | None = None):
-        self.fd, self.nonce = fd, nonce
+
+class TooLarge(OverflowError):
+    """A line longer than the reader's limit: it was neither kept nor parsed."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"a message larger than {mib(limit)}")
+        self.limit = limit
+
+
+class LineReader:
+    """JSON lines from one fd; junk lines are skipped. A line longer than `limit` raises
+    TooLarge as soon as that many bytes of it are buffered: the reader never holds more
+    than `limit` plus one read, and never parses such a line."""
+
+    CHUNK = 256 * 1024
+
+    def __init__(self, fd: int, nonce: str | None = None, limit: int = MAX_MESSAGE):
+        self.fd, self.nonce, self.limit = fd, nonce, limit
         self.buf = bytearray()
         self.eof = False
+        self.total = 0                  # bytes read from fd, for the record of what a child cost
 
     def pop(self) -> dict | None:
         """The next complete, well-formed message already buffered (None if there is none)."""
         while True:
             i = self.buf.find(b"\n")
+            if i < 0 and len(self.buf) > self.limit or i > self.limit:
+                self.buf = bytearray()
+                raise TooLarge(self.limit)
             if i < 0:
-                if len(self.buf) > MAX_MESSAGE:
-                    raise OverflowError("a message larger than 64 MiB")
                 return None
             line = bytes(self.buf[:i])
             del self.buf[:i + 1]
@@ -55,9 +74,10 @@ class LineReader:
                 return msg
 
     def fill(self) -> None:
-        data = os.read(self.fd, 1 << 20)
+        data = os.read(self.fd, self.CHUNK)
         if not data:
             self.eof = True
+        self.total += len(data)
         self.buf += data
 
 

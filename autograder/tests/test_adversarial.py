@@ -345,3 +345,68 @@ def test_python_level_protection_alone_stops_the_python_attacks(tmp_path, monkey
             assert s not in rec["output_tail"], f"{n}: {s!r} appeared with Python-level protection only"
         for s in exp.get("output_has", []):
             assert s in rec["output_tail"], n
+
+
+# ---------------------------------------------------------------- one message cannot hurt the batch
+
+def test_a_63_mib_result_fails_its_case_and_its_record_stays_small(graded):
+    """huge_result returns 63 MiB (the child refuses to send it and says how large it was);
+    huge_raw_write writes 63 MiB past that check (the parent stops reading at the limit).
+    Every case they reach fails with the limit in its message, and neither the JSON record
+    nor the feedback grows with what was sent."""
+    from autograder.isolation import MAX_MESSAGE
+    assert MAX_MESSAGE == 1 << 20, "the README states a limit of 1 MiB per message"
+    for name, says in (("huge_result", "the result of this case is 63 MiB; the limit is 1 MiB"),
+                       ("huge_raw_write", "the result of this case is larger than 1 MiB; the limit is 1 MiB")):
+        rec = graded["records"][name]
+        msgs = [c["message"] for t in rec["tests"] for c in t["cases"]]
+        assert any(says in m for m in msgs), f"{name}: {msgs}"
+        assert all(says in m or m.startswith("not run") for m in msgs), f"{name}: {msgs}"
+        for p in (graded["out"] / "students" / f"{name}.json", graded["out"] / "feedback" / f"{name}.md"):
+            assert p.stat().st_size < 64 * 1024, f"{p.name} is {p.stat().st_size} bytes"
+
+
+_PARENT_COST = r'''
+import json, resource, sys
+from pathlib import Path
+from autograder.isolation import Limits, Runtime, grade_isolated, prepare
+from autograder.tests import adversarial
+from autograder.tests.submissions import with_solution_code, write
+dest = Path(sys.argv[1])
+limits = Limits(timeout=120, test_timeout=30, case_timeout=15, cell_timeout=30, memory=2 << 30,
+                max_deaths_per_test=6)
+order = ("honest", "honest", "huge_result", "huge_raw_write")
+nbs = {n: write(with_solution_code("lab00", {}, first=adversarial.sources()[n].read_text()), dest / f"{n}.ipynb")
+       for n in set(order)}
+out = []
+with Runtime("lab00") as rt:
+    for name in order:
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        g = grade_isolated(prepare(nbs[name], "lab00"), rt, limits=limits)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        out.append({"name": name, "score": g.score, "maxrss_kib": after.ru_maxrss,
+                    "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime})
+print("COST", json.dumps(out))
+'''
+
+
+def test_a_hostile_message_costs_the_grading_parent_no_more_than_an_honest_submission(tmp_path):
+    """A process grades an honest notebook twice (the first also loads the judges), then
+    huge_result and huge_raw_write. Its peak resident memory (ru_maxrss, a high-water mark)
+    may rise by at most 32 MiB over the honest baseline (measured: 2 MiB; 60 MiB when the
+    63 MiB line was read whole and parsed, gigabytes once judges kept it), and the CPU time
+    the parent spends on each hostile notebook, which every other worker's submission waits
+    on, stays within twice an honest one's plus 0.2 s (measured: 0.005 and 0.02 s against
+    0.07 s; 4.5 and 6.7 s before). CPU time, not wall time: the bound holds on a busy machine."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", _PARENT_COST, str(tmp_path)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("COST ")]
+    assert r.returncode == 0 and lines, r.stdout[-2000:] + r.stderr[-3000:]
+    runs = json.loads(lines[-1][5:])
+    honest, hostile = runs[1], runs[2:]
+    assert honest["score"] == FULL and all(h["score"] == 0 for h in hostile), runs
+    for h in hostile:
+        grew = (h["maxrss_kib"] - honest["maxrss_kib"]) / 1024
+        assert grew < 32, f"{h['name']}: the parent's peak memory rose by {grew:.0f} MiB"
+        assert h["cpu_s"] <= 2 * honest["cpu_s"] + 0.2, f"{h['name']}: {runs}"
