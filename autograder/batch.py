@@ -7,16 +7,21 @@ Student ids come from the path: DIR/<student>/lab01.ipynb (also nbgrader's
 submitted/<student>/lab01/lab01.ipynb) or DIR/<student>.ipynb; a roster CSV (columns
 `file` and `student_id`, or the first two columns) overrides that.
 
-Resuming: each student's JSON record is written last and atomically, and it holds the
-submission's sha256, the grader version (reports.grader_version) and a MAC (HMAC-SHA256)
-keyed by a secret that only the grader holds (`record_key`: $AUTOGRADER_RECORD_KEY_FILE, or
-~/.config/l2ft-autograder/record.key, made on first use, mode 0600; the sandboxed child
-never sees it). A rerun skips a student whose record matches the file on disk and carries a
-valid MAC, regrades one whose notebook changed, whose MAC is missing or wrong (a record
-anyone else wrote), or whose last grading hit a grader error, and regrades students graded by an older grader
+Resuming, and which records are trusted: each student's JSON record is written last and
+atomically, and it holds the submission's sha256, the grader version
+(reports.grader_version) and a MAC (HMAC-SHA256) keyed by a secret made afresh for each
+batch. While a batch runs, that key is kept in its journal, OUT/.batch.json (mode 0600),
+and a batch that finishes deletes the journal: no key outlives a finished batch, so
+nothing that runs later as the same user (a notebook executed by `nbgrader autograde`, say)
+can sign a record this grader would keep. A batch that dies (killed, out of memory, ^C)
+leaves its journal; the next run takes over its key and skips the students it finished.
+So a run trusts only the records written by itself or by the unfinished run it resumes: it
+skips a student whose such record matches the file on disk, regrades one whose notebook
+changed, whose MAC is missing or wrong (a record anyone else wrote, or a finished batch's),
+or whose last grading hit a grader error, and regrades students graded by an older grader
 version only with `force=True` (they are counted as `stale` otherwise, and the CLI says
-so). The class CSV is rebuilt from the records at the end of every run, so a killed run
-never loses or duplicates a row.
+so). The class CSV is rebuilt from the trusted records at the end of every run, so a killed
+run never loses or duplicates a row.
 """
 from __future__ import annotations
 
@@ -183,22 +188,40 @@ def _sha256(path: Path) -> str:
         return ""
 
 
-def record_key() -> bytes:
-    """The grader's secret for record MACs (made on first use, readable by the grader only)."""
-    path = Path(os.environ.get("AUTOGRADER_RECORD_KEY_FILE")
-                or Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "l2ft-autograder" / "record.key")
+JOURNAL = ".batch.json"
+
+
+def open_journal(out: Path, lab: str) -> tuple[bytes, bool]:
+    """This batch's record key, and whether it resumes a batch that died: the key of the
+    journal OUT/.batch.json a dead batch of the same lab left, or a new key, written there
+    (mode 0600) before any record is."""
+    path = Path(out) / JOURNAL
     try:
-        key = path.read_bytes().strip()
+        j = json.loads(path.read_text(encoding="utf-8"))
+        key = bytes.fromhex(j["key"]) if j.get("lab") == lab else b""
         if len(key) >= 32:
-            return key
-    except OSError:
+            return key, True
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
     import secrets
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32))
-    return path.read_bytes().strip()
+    key = secrets.token_bytes(32)
+    tmp = path.with_name(f".{JOURNAL}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"lab": lab, "key": key.hex(), "started_by_pid": os.getpid(),
+                   "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return key, False
+
+
+def close_journal(out: Path) -> None:
+    """The batch finished: its key goes, and with it every way to sign a record it would keep."""
+    try:
+        (Path(out) / JOURNAL).unlink()
+    except FileNotFoundError:
+        pass
 
 
 def record_mac(rec: dict, key: bytes) -> str:
@@ -237,7 +260,6 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
     box = Sandbox.detect(sandbox)        # the one decision (isolation.sandbox.choose_tier), once per batch
     print(box.line(), file=sys.stderr)
     box.require(allow_weak)
-    key = record_key()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tests = get_tests(lab)
@@ -250,6 +272,9 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
             stale_tmp.unlink()
         except OSError:
             pass
+    key, resumed = open_journal(out, lab)
+    if resumed:
+        print(f"resuming the unfinished batch in {out} (its journal {JOURNAL} is still there)", file=sys.stderr)
     existing = reports.load_records(out)
     todo = []
     for e in entries:
@@ -324,4 +349,5 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
         "graded_now": len(summary.graded), "up_to_date": len(summary.skipped), "stale": summary.stale,
         "errors": summary.errors, "seconds": summary.seconds,
     }, indent=1) + "\n")
+    close_journal(out)
     return summary

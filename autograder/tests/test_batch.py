@@ -16,7 +16,7 @@ import pytest
 
 from autograder import reports
 from autograder.core import get_tests
-from autograder.batch import record_key, record_mac, signed
+from autograder.batch import JOURNAL, record_mac, signed
 from autograder.batch import BatchError, discover, grade_batch, student_of
 from autograder.release import nbgrader_env
 from autograder.tests.submissions import from_variant, solution, write
@@ -174,6 +174,20 @@ def test_sigkill_mid_batch_then_rerun_grades_everyone_exactly_once(tmp_path):
     assert not [p for p in out.rglob("*.tmp")], "no temporary files left behind by the finished run"
 
 
+class _Died(Exception):
+    pass
+
+
+def _die(rec):
+    """on_record that ends the batch with an exception, as ^C would: records written so far
+    stay, the class CSV is not rebuilt, and the journal stays."""
+    raise _Died(rec["student"])
+
+
+def _journal_key(out: Path) -> bytes:
+    return bytes.fromhex(json.loads((out / JOURNAL).read_text())["key"])
+
+
 def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     subs, out = tmp_path / "subs", tmp_path / "out"
     (subs / "ann").mkdir(parents=True)
@@ -181,33 +195,42 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     shutil.copy(solution("lab00"), subs / "ann" / "lab00.ipynb")
     shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
     entries = discover([subs], "lab00")
-    s1 = grade_batch(entries, "lab00", out, workers=2, progress=False)
-    assert sorted(s1.graded) == ["ann", "ben"]
+    with pytest.raises(_Died):
+        grade_batch(entries, "lab00", out, workers=1, progress=False, on_record=_die)
+    assert (out / JOURNAL).stat().st_mode & 0o777 == 0o600, "the unfinished batch's key: the grader's alone"
     stamp = {s: r["graded_at"] for s, r in _records(out).items()}
+    assert sorted(stamp) == ["ann", "ben"]
 
-    s2 = grade_batch(entries, "lab00", out, workers=2, progress=False)
-    assert s2.graded == [] and sorted(s2.skipped) == ["ann", "ben"]
-
-    # a record from an older grader version is kept (and reported) unless --force
+    # resuming the batch that died: a record from an older grader version is kept (and
+    # reported) unless --force, the other is up to date
     p = out / "students" / "ann.json"
     rec = json.loads(p.read_text())
     rec["grader_version"] = "0000000000000000"
-    rec["mac"] = record_mac(rec, record_key())      # as an older grader would have signed it
+    rec["mac"] = record_mac(rec, _journal_key(out))      # as an older grader would have signed it
     p.write_text(json.dumps(rec))
-    s3 = grade_batch(entries, "lab00", out, workers=2, progress=False)
-    assert s3.stale == ["ann"] and "--force" in s3.line()
+    s2 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    assert s2.stale == ["ann"] and s2.skipped == ["ben"] and s2.graded == [] and "--force" in s2.line()
+    assert not (out / JOURNAL).exists(), "a finished batch leaves no key behind"
+
+    # a finished batch's records are never trusted again: the next run grades everyone
     time.sleep(1.1)
-    s4 = grade_batch(entries, "lab00", out, workers=2, force=True, progress=False)
-    assert sorted(s4.graded) == ["ann", "ben"]
+    s3 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    assert sorted(s3.graded) == ["ann", "ben"] and not s3.skipped and not s3.stale
     recs = _records(out)
     assert all(recs[s]["graded_at"] > stamp[s] for s in stamp)
     assert recs["ann"]["grader_version"] == reports.grader_version("lab00")
+    with pytest.raises(_Died):
+        grade_batch(entries, "lab00", out, workers=1, progress=False, on_record=_die)
+    s4 = grade_batch(entries, "lab00", out, workers=2, force=True, progress=False)
+    assert sorted(s4.graded) == ["ann", "ben"], "--force regrades a resumed batch's students too"
 
-    # a resubmitted notebook is regraded without --force; so is a record with a grader error
+    # resuming: a resubmitted notebook is regraded without --force; so is a record with a grader error
+    with pytest.raises(_Died):
+        grade_batch(entries, "lab00", out, workers=1, progress=False, on_record=_die)
     shutil.copy(solution("lab00"), subs / "ben" / "lab00.ipynb")
     rec = json.loads((out / "students" / "ann.json").read_text())
     rec["status"] = "grader_error"
-    rec["mac"] = record_mac(rec, record_key())
+    rec["mac"] = record_mac(rec, _journal_key(out))
     (out / "students" / "ann.json").write_text(json.dumps(rec))
     s5 = grade_batch(entries, "lab00", out, workers=2, progress=False)
     assert sorted(s5.graded) == ["ann", "ben"]
@@ -229,7 +252,7 @@ def test_a_record_without_the_graders_mac_is_regraded_and_never_counted(tmp_path
     grade_batch(entries, "lab00", out, workers=1, progress=False)
     p = out / "students" / "ben.json"
     honest = json.loads(p.read_text())
-    assert honest["score"] == 0 and signed(honest, record_key())
+    assert honest["score"] == 0 and isinstance(honest.get("mac"), str)
     for mac in (None, "0" * 64, honest["mac"]):
         forged = dict(honest, score=99.0)
         if mac is None:
@@ -265,3 +288,41 @@ def test_grader_version_follows_every_file_that_decides_a_grade(tmp_path):
         now = reports.grader_version("lab01", root)
         assert now != before, f"changing autograder/{rel} left the grader version as it was"
         before = now
+
+
+def test_a_record_forged_by_a_notebook_under_nbgrader_is_regraded(tmp_path, monkeypatch):
+    """`nbgrader autograde` runs a notebook's code as the instructor, so that code can read
+    whatever the instructor can. The record key used to live in the instructor's home
+    (~/.config/l2ft-autograder/record.key), and a notebook signed a full-marks record with it
+    that the next isolated run kept as up to date. Now no key outlives a finished batch: a
+    forger who signs with the old key file (readable, as it was) or with anything it finds
+    in the output folder gets regraded, and the class CSV never shows its score."""
+    config = tmp_path / "config"
+    old_key = config / "l2ft-autograder" / "record.key"
+    old_key.parent.mkdir(parents=True)
+    old_key.write_text("ab" * 32)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("AUTOGRADER_RECORD_KEY_FILE", str(old_key))
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "ben").mkdir(parents=True)
+    shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
+    entries = discover([subs], "lab00")
+    grade_batch(entries, "lab00", out, workers=1, progress=False)
+    honest = _records(out)["ben"]
+    assert honest["score"] == 0
+    # the output folder holds no key once the batch is done (the journal went with it)
+    assert not (out / JOURNAL).exists()
+    for p in out.rglob("*.json"):
+        assert "key" not in json.loads(p.read_text()), p
+    # the old key file, as the grader used to read it (its text) and as its bytes
+    keys = [old_key.read_bytes().strip(), bytes.fromhex(old_key.read_text())]
+    full = sum(t.points for t in get_tests("lab00").values())
+    for key in keys:
+        forged = dict(honest, score=full, grader_version=reports.grader_version("lab00"))
+        forged["mac"] = record_mac(forged, key)
+        (out / "students" / "ben.json").write_text(json.dumps(forged))
+        s = grade_batch(entries, "lab00", out, workers=1, progress=False)
+        assert s.graded == ["ben"] and not s.skipped, "a forged record was kept as up to date"
+        assert _records(out)["ben"]["score"] == 0
+        rows = list(csv.DictReader((out / "grades.csv").open()))
+        assert [float(r["score"]) for r in rows if r["student_id"] == "ben"] == [0.0], rows
