@@ -7,6 +7,8 @@ Probe side (probes.py: runs in the student's process; never sees expected values
     Input(label, make, kwargs)     one call's arguments, built fresh each time
     record(fn, args, kwargs)       -> {"result", "unchanged", "same_object"}
     one_thread(), shipped_model()  torch on one thread; the tiny model, loaded once
+    audited(pool), ledger_counts(pool)
+                                   a KV pool whose blocks in use the grader counts itself
 
 Test side (test_*.py: the grading process; trusts nothing but the plain observation;
 each raises Fail with what was expected and what came back):
@@ -196,6 +198,82 @@ def reference_rejects(reference: Callable, args: tuple, kwargs: dict, call: str)
         return
     raise Fail(f"grader error: the reference accepts {call}, which this case says must be rejected",
                hint="This is a fault in the grader, not in your code: tell the course staff.")
+
+
+# ---------------------------------------------------------------- the grader's count of KV blocks
+
+class Ledger:
+    """The grader's own count of a pool's blocks, put in front of its allocator.
+
+    Every call is passed on to the allocator it wraps; when one returns normally the ledger
+    counts the ids it handed out (allocate +1) or was given (share +1, free -1 per id, for ids
+    it holds). Blocks in use = ids with a count above 0, from the ids themselves, never from
+    the allocator's num_free / num_used / refcount, which the student's code computes (and
+    could make lie)."""
+
+    __slots__ = ("_inner", "_held", "_most", "num_blocks")
+
+    def __init__(self, inner, num_blocks):
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "_held", {})
+        object.__setattr__(self, "_most", 0)
+        object.__setattr__(self, "num_blocks", num_blocks)
+
+    def __getattr__(self, name):                 # num_free, refcount, ...: the allocator's own
+        return getattr(self._inner, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._inner, name, value)
+
+    def _count(self, block_ids, step, new):
+        held = self._held
+        for b in list(block_ids):
+            b = int(b) if isinstance(b, int) else ("not an int", repr(b))
+            if b in held or new:
+                held[b] = held.get(b, 0) + step
+                if held[b] <= 0:
+                    del held[b]
+        object.__setattr__(self, "_most", max(self._most, len(held)))
+
+    def allocate(self, n):
+        got = self._inner.allocate(n)
+        self._count(got, 1, new=True)
+        return got
+
+    def share(self, block_ids):
+        out = self._inner.share(block_ids)
+        self._count(block_ids, 1, new=False)
+        return out
+
+    def free(self, block_ids):
+        out = self._inner.free(block_ids)
+        self._count(block_ids, -1, new=False)
+        return out
+
+    def counts(self):
+        """{"num_free", "num_used", "high_water"} by the ledger's count (an id outside
+        0..num_blocks-1 is counted as used too: the pool may look over-full, never free)."""
+        used = len(self._held)
+        return {"num_free": self.num_blocks - used, "num_used": used, "high_water": self._most}
+
+
+def audited(pool):
+    """`pool` with a Ledger in front of its `allocator` (before any cache is built on it)."""
+    ledger = Ledger(pool.allocator, pool.num_blocks)
+    pool.allocator = ledger
+    if pool.__dict__.get("allocator") is not ledger:
+        raise Fail("the pool's `allocator` attribute cannot be set (KVPool was changed)",
+                   hint="Keep the setup cell's KVPool as it is: `pool.allocator` is a plain attribute.")
+    return pool
+
+
+def ledger_counts(pool) -> dict:
+    """{"num_free", "num_used", "high_water"} of a pool built by audited(), by its Ledger."""
+    a = getattr(pool, "__dict__", {}).get("allocator")
+    if type(a) is not Ledger:
+        raise Fail("the pool's allocator was replaced while the grader was counting its blocks",
+                   hint="Use `pool.allocator` as it is; never assign another allocator to the pool.")
+    return a.counts()
 
 
 # ---------------------------------------------------------------- the shipped model

@@ -15,7 +15,7 @@ import torch
 
 import course
 
-from autograder.checks import one_thread, record
+from autograder.checks import audited, one_thread, record
 from autograder.core import Fail, function, is_raised
 
 from ._inputs import (TOY_PROMPT, CallbackError, ToyPagedLM, allocator_state, config, greedy_rows, ids, keys,
@@ -27,8 +27,13 @@ def _pool(ns, num_blocks, block_size, n_layer=2, n_kv_heads=1, head_dim=2):
     if KVPool is None:
         raise Fail("no class named `KVPool` was found (it is defined in the setup cell)",
                    hint="Run the setup cell that defines OutOfBlocks and KVPool; do not rename them.")
-    return KVPool(n_layer, n_kv_heads, head_dim, num_blocks, block_size)
+    return audited(KVPool(n_layer, n_kv_heads, head_dim, num_blocks, block_size))
 
+
+
+def _free(pool):
+    """Free blocks by the grader's count (audited pools), never by the student's allocator."""
+    return allocator_state(pool)["num_free"]
 
 
 def calls(ns, fn_name, arg_list):
@@ -60,13 +65,13 @@ def parity(ns, block_size, prompt_index, steps):
         if KVPool is None:
             raise Fail("no class named `KVPool` was found (it is defined in the setup cell)")
         c = decoder.config
-        pool = KVPool(c.n_layer, c.n_head, c.head_dim, 64, block_size)
+        pool = audited(KVPool(c.n_layer, c.n_head, c.head_dim, 64, block_size))
         kv = _cache(ns, pool)
         tokens, rows = greedy_rows(decoder, prompts[prompt_index], kv, steps)
         out = {"tokens": tokens, "rows": rows, "length": kv.length, "table": len(kv.block_table),
                "bytes": kv.bytes_allocated()}
         kv.release()
-        out["free_after_release"] = pool.allocator.num_free
+        out["free_after_release"] = _free(pool)
         return out
 
 
@@ -137,9 +142,9 @@ def out_of_blocks(ns):
     for layer in range(2):
         kv.append(layer, keys(4), keys(4))
     hog = pool.allocator.allocate(1)
-    before = [kv.length, list(kv.block_table), pool.allocator.num_free]
+    before = [kv.length, list(kv.block_table), _free(pool)]
     rec = record(kv.append, (0, keys(1, 60), keys(1, 60)))
-    after = [kv.length, list(kv.block_table), pool.allocator.num_free]
+    after = [kv.length, list(kv.block_table), _free(pool)]
     k, _ = kv.gather(1)
     pool.allocator.free(hog)
     for layer in range(2):
@@ -156,16 +161,16 @@ def release(ns):
     held = len(kv.block_table)
     kv.release()
     kv.release()
-    return [held, pool.allocator.num_free, kv.length, list(kv.block_table), kv.bytes_allocated()]
+    return [held, _free(pool), kv.length, list(kv.block_table), kv.bytes_allocated()]
 
 
 def reserve(ns):
     pool = _pool(ns, 4, 4)
     kv = _cache(ns, pool)
     kv.reserve(9)
-    a = [len(kv.block_table), pool.allocator.num_free]
+    a = [len(kv.block_table), _free(pool)]
     rec = record(kv.reserve, (20,))
-    b = [len(kv.block_table), pool.allocator.num_free]
+    b = [len(kv.block_table), _free(pool)]
     kv.release()
     return {"a": a, "raised": rec["result"]["__raised__"] if is_raised(rec["result"]) else None, "b": b}
 
@@ -217,7 +222,7 @@ def serve(ns, requests, pool_blocks, block_size, on_tiny_model=False, eos_token_
         with one_thread():
             decoder = shipped()[0]
             c = decoder.config
-            pool = ns.get("KVPool")(c.n_layer, c.n_head, c.head_dim, pool_blocks, block_size)
+            pool = audited(ns.get("KVPool")(c.n_layer, c.n_head, c.head_dim, pool_blocks, block_size))
             rec = record(fn, (decoder, pool, copy.deepcopy(shipped_requests())), {"eos_token_id": None})
     else:
         decoder = ToyPagedLM()

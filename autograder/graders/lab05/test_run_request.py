@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import rejects, result_of
+from autograder.checks import audited, rejects, result_of
 from autograder.core import Fail, describe, is_raised
 from autograder.reference import lab05 as ref
 
@@ -28,7 +28,7 @@ RESULT_KEYS = ("tokens", "finish_reason", "raw_output")
 def expected_run(setup, pool_blocks, block_size):
     """The reference's run on the same toy, pool and arguments: what the probe's record must say."""
     decoder_kw, kw = setup
-    pool = ref.KVPool(2, 1, 2, pool_blocks, block_size)
+    pool = audited(ref.KVPool(2, 1, 2, pool_blocks, block_size))
     decoder, kw = toy_run(decoder_kw, kw)
     try:
         res = ref.run_request(decoder, pool, ids(TOY_PROMPT), to_text=toy_text, **kw)

@@ -10,7 +10,7 @@ from functools import lru_cache
 from course.batched import EngineConfig, RequestParams, ScriptedBatchedModel, SimulatedCost
 from course.clock import FakeClock
 
-from autograder.checks import shipped_model
+from autograder.checks import audited, ledger_counts, shipped_model
 from autograder.core import function
 
 # The notebook's Engine class (a locked setup cell) calls these six; the probes build that Engine.
@@ -180,7 +180,7 @@ class Watch:
         return best or "?"
 
     def new_pool(self, num_blocks, block_size):
-        pool = self.model.new_pool(num_blocks, block_size)
+        pool = audited(self.model.new_pool(num_blocks, block_size))    # blocks counted by the grader
         self.pools.append(pool)
         return pool
 
@@ -257,13 +257,13 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
                                    None if o.finish_reason is None else str(o.finish_reason),
                                    o.stop_reason] for o in outs],
                       "forwards": len(watch.log) - n_forwards,
-                      "free": pool.allocator.num_free,
+                      "free": ledger_counts(pool)["num_free"],
                       "finished_blocks": {names.get(o.request_id, "?"): _blocks(watch, names.get(o.request_id))
                                           for o in outs if o.finish_reason is not None}})
     for name in late_aborts:
         engine.abort(ids[name])
     data = {"steps": steps, "log": watch.log, "abort_blocks": abort_blocks,
-            "num_blocks": watch.pools[0].num_blocks, "free_end": watch.pools[0].allocator.num_free,
+            "num_blocks": watch.pools[0].num_blocks, "free_end": ledger_counts(watch.pools[0])["num_free"],
             "clock": clock(), "unfinished": engine.has_unfinished(), "logits": watch.logits}
     if tracer_obj is not None:
         data["spans"] = _span_data(tracer_obj, names)

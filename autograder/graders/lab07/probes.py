@@ -4,8 +4,10 @@ Every engine case is a TRACE (the table TRACES, by name): requests arrive at giv
 some are aborted at given steps, and `run_trace` steps an engine to the end on a FakeClock.
 The model the engine gets is wrapped in a `Watch` (built in _inputs.py, like any input): it logs
 every forward pass as rows [request, cached tokens, new tokens] and keeps each request's
-cache, so a probe reads a request's blocks straight from the allocator instead of trusting
-what the engine says about itself. The tests rerun the same trace on the reference engine.
+cache, so a probe reads a request's blocks from its cache instead of trusting what the engine
+says about itself; the pool's free blocks are the grader's own count (checks.Ledger: the ids
+the allocator handed out and got back), never the allocator's counters. The tests rerun the
+same trace on the reference engine.
 
 A probe is a public function whose first parameter is `ns` (the student's namespace).
 """
