@@ -361,7 +361,9 @@ def test_a_63_mib_result_fails_its_case_and_its_record_stays_small(graded):
         rec = graded["records"][name]
         msgs = [c["message"] for t in rec["tests"] for c in t["cases"]]
         assert any(says in m for m in msgs), f"{name}: {msgs}"
-        assert all(says in m or m.startswith("not run") for m in msgs), f"{name}: {msgs}"
+        # building 63 MiB takes the child's own time: under the corpus's short limits a busy
+        # machine may time a case out first, which is its cost, not the parent's
+        assert all(says in m or m.startswith(("not run", "timed out")) for m in msgs), f"{name}: {msgs}"
         for p in (graded["out"] / "students" / f"{name}.json", graded["out"] / "feedback" / f"{name}.md"):
             assert p.stat().st_size < 64 * 1024, f"{p.name} is {p.stat().st_size} bytes"
 
