@@ -41,9 +41,21 @@ validate_params
   | include_stop_str_in_output True/False only           | rejects_non_bool_include_stop_str                 |
   | deadline number (not bool, not NaN, -inf) > 0        | rejects_bad_deadline                              |
   | message names the parameter and shows the value      | every rejects_* case (checks.rejects)             |
-first_stop / holdback_length: every clause of the docstring has a case named after it
-  (split across tokens, None, earliest end, equal ends -> longer, overlaps; every prefix,
-  diverging, overlapping, several stops, complete match / no stops -> 0).
+first_stop
+  | the whole text is searched (a match across tokens) | finds_a_stop_string_split_across_tokens           |
+  | None without a match and for stop == []            | returns_none_without_a_match                      |
+  | smallest end wins, whatever the place in `stop`    | earliest_end_wins                                 |
+  | the match that ENDS first wins, not the one that   | ends_first_not_starts_first                       |
+  |   starts first                                     |                                                   |
+  | equal ends -> the longer string (smaller start)    | equal_ends_prefer_the_longer_string               |
+  | first occurrence; a match inside repeated chars    | first_occurrence_and_overlaps                     |
+  | a tuple of two ints and a str                      | every first_stop case (judge_calls checks types)  |
+holdback_length
+  | longest suffix that is a proper prefix of a stop   | every_prefix_of_a_three_token_stop,               |
+  |                                                    | every_prefix_with_overlapping_newlines            |
+  | nothing held once the text cannot match any more   | every_prefix_of_a_diverging_match                 |
+  | the longest over several stop strings              | several_stop_strings_take_the_longest             |
+  | a complete stop string, or stop == [] -> 0         | nothing_held_without_a_possible_match             |
 generate
   | order: cancel, timeout, call, append, filter, EOS,   | eos_is_stop, eos_on_the_last_allowed_token_is_..,|
   |   stop ids, stop strings, length                     | stop_string_on_the_last_allowed_.., cancel_wins.. |
@@ -53,6 +65,8 @@ generate
   |                                                      | include_stop_str_in_output, earliest_of_several.. |
   | stop_token_ids -> stop_reason id                     | stop_token_id_sets_stop_reason                    |
   | validation before any model call                     | rejects_bad_params_before_calling_the_model       |
+  | sampler / cancel / clock / content_filter None:      | defaults_need_no_sampler_cancel_or_clock          |
+  |   greedy, never cancelled, no filter                 |                                                   |
   | cancel checked before every call                     | cancelled_before_.., cancel_at_every_step,        |
   |                                                      | cancel_during_the_last_call_is_too_late           |
   | deadline from generate's start (clock at 1000), >=   | deadline_hit_mid_way, deadline_reached_exactly,   |
@@ -67,11 +81,30 @@ stream_generate
   | final flush = rest of generate().text                | cancelled_or_failed_stream_flushes_held_text,     |
   |                                                      | stream_equals_generate_on_every_fixture           |
   | no holdback with include_stop_str_in_output          | include_stop_str_needs_no_holdback                |
-accept_tool_call: one case per stage and per rejection kind (finish_reason length/
-  cancelled/timeout/filter, parse, schema envelope and args via jsonschema, permission,
-  executor failure), the executor runs only on acceptance, the error names the problem.
-accept_with_retries: retried kinds, never-retried kinds, the limit, reasons passed on,
-  max_attempts validated (rejects_bad_max_attempts).
+accept_tool_call
+  | finish_reason first: only "stop" goes on           | length_cut_.., cancelled_half_object_never_parsed,|
+  |                                                    | truncated_call_.., complete_json_without_eos_..,  |
+  |                                                    | timeout_and_filter_not_run                        |
+  | parse: json.loads of result.text                   | invalid_json_rejected_at_parse                    |
+  | schema: the envelope (tool one of the known tools) | unknown_tool_rejected_at_schema                   |
+  |   then args against schemas[tool] via jsonschema   | enum_violation_.., range_violation_..,            |
+  |                                                    | schema_checked_with_jsonschema                    |
+  | permission: tool in allowed_tools                  | forbidden_tool_rejected_at_permission             |
+  | execute: the executor runs once, only on           | complete_call_runs_once, every accept case        |
+  |   acceptance; its exception is a decision          | executor_failure_reported_not_raised              |
+  | the decision's keys; raw_output = result's         | every accept case (judge_decision)                |
+  | error None when ok, else a sentence naming the     | every accept case, enum_violation_..,             |
+  |   problem                                          | timeout_and_filter_not_run                        |
+  | every rejection's error includes the raw output    | every_rejection_includes_the_raw_output           |
+accept_with_retries
+  | retried: length, timeout, error, parse, schema     | length_retried_then_accepted,                     |
+  |                                                    | error_and_timeout_retried_with_reasons,           |
+  |                                                    | schema_retried_until_the_limit                    |
+  | never retried: cancelled, content_filter,          | cancelled_never_retried, permission_never_..,     |
+  |   permission                                       | content_filter_never_retried                      |
+  | reason None first, then the previous retry_reason  | every retry case (the reasons passed on)          |
+  | the last allowed attempt is not retried            | schema_retried_until_the_limit                    |
+  | max_attempts an int >= 1, else ValueError          | rejects_bad_max_attempts                          |
 replay / log_failures
   | replay uses every injection and the seed             | replay_reproduces_.., replay_handles_every_inj..  |
   | only non-stop endings logged, in order               | only_abnormal_endings_are_logged                  |

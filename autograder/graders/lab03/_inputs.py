@@ -169,6 +169,8 @@ FN_CALLS = {
     "first_stop/earliest_end_wins": [("the end. ###", ["###", "end"]), ("xx ## yy", ["yy", "##"]),
                                      ("a.b!", ["!", "."])],
     "first_stop/equal_ends_prefer_the_longer_string": [("abc", ["bc", "abc"]), ("xabc", ["c", "abc", "bc"])],
+    "first_stop/ends_first_not_starts_first": [("abcd", ["abcd", "bc"]), ("abcd", ["bc", "abcd"]),
+                                               ("the end. ###", ["end. ###", "."])],
     "first_stop/first_occurrence_and_overlaps": [("a## b##", ["##"]), (ROVL, ["\n\nQ:"]), ("###", ["###"]),
                                                  ("aaab", ["aab"])],
     "holdback_length/every_prefix_of_a_three_token_stop": prefixes(R3, ["\nUser:"]),
@@ -217,6 +219,11 @@ RUNS = {
     "content_filter_on_text": [S("content_filter_banned_word", {"banned_words": ["swordfish"]}, max_tokens=16)],
     "content_filter_on_token": [S("content_filter_banned_word", {"banned_token_ids": [IS]}, max_tokens=16),
                                 S("eos_at_step_3", {"banned_token_ids": [0]}, max_tokens=8)],
+}
+# generate called with the stopping parameters only: sampler, cancel, clock and content_filter left out
+DEFAULT_RUNS = {
+    "defaults_need_no_sampler_cancel_or_clock": [S("eos_at_step_3", max_tokens=8), S("stop_string_3_tokens", **STOP3),
+                                                 S("sampled_coin_flips", max_tokens=6)],
 }
 RUN_LABELS = {"cancel_at_every_step": [f"cancel after {k} tokens" for k in range(11)]}
 BAD_GENERATE_PARAMS = ({"max_tokens": 0}, {"max_tokens": 4, "stop": "###"}, {"max_tokens": 4, "stop": [""]},
@@ -281,6 +288,10 @@ ACCEPTS = {
     "schema_checked_with_jsonschema": [(OK, schemas, ["get_weather"], None) for schemas in STRICT],
     "forbidden_tool_rejected_at_permission": [(FORBIDDEN, None, None, None)],
     "executor_failure_reported_not_raised": [(OK, None, None, TimeoutError("weather service down"))],
+    # one rejection per stage: finish_reason, parse, schema, permission, execute
+    "every_rejection_includes_the_raw_output": [(CUT, None, None, None), (BAD_JSON, None, None, None),
+                                                (ENUM, None, None, None), (FORBIDDEN, None, None, None),
+                                                (OK, None, None, TimeoutError("weather service down"))],
 }
 
 # accept_with_retries: case -> (the run spec of each attempt, max_attempts)

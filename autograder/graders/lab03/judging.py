@@ -61,6 +61,17 @@ def judge_runs(obs, specs, hint=None, labels=None):
         compare_run(got, ref.expected_run(spec, CLOCK_START), label, hint)
 
 
+def expected_default_run(spec):
+    """The reference result of a run spec called with its stopping parameters only (no sampler,
+    cancel, clock or content_filter), as ref.expected_run gives it for a full call."""
+    model, input_ids, _ = ref.build_run(spec)
+    r = ref.generate(model, input_ids, **spec["params"])
+    out = {k: v for k, v in r.to_dict().items() if k in ref.FIELDS}
+    out["error"] = r.error
+    out["calls"] = model.calls
+    return out
+
+
 def case(name, *values, probe, visible=False, fixture=None, hint=None, points=1):
     """One row of a case table: `values` for the test's parameters, the probe call
     (name, *plain args), and the report fields of the case."""

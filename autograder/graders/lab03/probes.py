@@ -21,7 +21,7 @@ from autograder.core import Fail, function, raised
 
 # the tables and run helpers; the tests and the package's __init__ import them from here too
 from ._inputs import (ACCEPTS, BAD_GENERATE_PARAMS, BAD_PARAMS, CLOCK_START, COURSE_RUN_SPECS,  # noqa: F401
-                      FAILURE_SPECS, FN_CALLS, OK, REPLAYS, RETRIES, RUN_LABELS, RUNS, STOP3, STREAMS, VALID_PARAMS,
+                      DEFAULT_RUNS, FAILURE_SPECS, FN_CALLS, OK, REPLAYS, RETRIES, RUN_LABELS, RUNS, STOP3, STREAMS, VALID_PARAMS,
                       S, _fixture_specs, build, course_result, plain_result, run_key)
 
 # ================================================================= probes
@@ -49,9 +49,11 @@ def fn_calls(ns, key: str) -> list:
     return out
 
 
-def _call_generate(ns, spec):
+def _call_generate(ns, spec, defaults=False):
     fn = function(ns, "generate")
     model, input_ids, kwargs = build(spec)
+    if defaults:  # only the stopping parameters: sampler, cancel, clock and content_filter left out
+        kwargs = {k: kwargs[k] for k in spec["params"]}
     before = input_ids.clone()
     try:
         r = fn(model, input_ids, **kwargs)
@@ -66,6 +68,11 @@ def _call_generate(ns, spec):
 def runs(ns, key: str) -> list:
     """generate on every run spec of RUNS[key]."""
     return [_call_generate(ns, s) for s in RUNS[key]]
+
+
+def runs_with_defaults(ns, key: str) -> list:
+    """generate on every run spec of DEFAULT_RUNS[key], called with its stopping parameters only."""
+    return [_call_generate(ns, s, defaults=True) for s in DEFAULT_RUNS[key]]
 
 
 def generate_validates(ns) -> list:

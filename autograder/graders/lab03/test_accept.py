@@ -2,6 +2,8 @@
 retries_record_their_reasons."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from autograder.checks import rejects
@@ -87,6 +89,29 @@ def test_accept_tool_call(observation, key, mentions, hint):
     for i, ((spec, schemas, allowed, fail_with), got) in enumerate(zip(ACCEPTS[key], observation)):
         words = (mentions or {}).get(str(i)) or (mentions or {}).get("*")
         judge_decision(spec, got, words, schemas, allowed, fail_with, hint)
+
+
+RAW_HINT = ("Every rejection's error must include the raw output it judged (result.raw_output, EOS text and "
+            "all), at every stage: finish_reason, parse, schema, permission and execute.")
+
+
+def shows(error: str, raw: str) -> bool:
+    """Whether `error` holds `raw` as written, as repr() or as JSON writes it (quotes escaped)."""
+    return any(form in error for form in (raw, repr(raw)[1:-1], json.dumps(raw)[1:-1]))
+
+
+@ACCEPT
+@pytest.mark.probe("accepts", "every_rejection_includes_the_raw_output")
+@pytest.mark.cell(fixture="json_cut_by_max_tokens", hint=RAW_HINT)
+def test_every_rejection_includes_the_raw_output(observation):
+    """A rejection at each stage: its error includes result.raw_output (the text of every token, EOS included)."""
+    for (spec, schemas, allowed, fail_with), got in zip(ACCEPTS["every_rejection_includes_the_raw_output"],
+                                                         observation):
+        judge_decision(spec, got, None, schemas, allowed, fail_with, None)
+        d, raw = got["decision"], ref.run_spec(spec).raw_output
+        if not shows(d["error"], raw):
+            raise Fail(f"{label_of(spec)}: the rejection at stage {d['stage']!r} does not include the raw output",
+                       expected=f"an error containing {raw!r}", got=d["error"], hint=RAW_HINT)
 
 
 def retry(name, hint=None, *, visible=False):

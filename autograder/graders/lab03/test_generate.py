@@ -6,8 +6,8 @@ import pytest
 
 from autograder.core import Fail, describe
 
-from .judging import case, judge_runs
-from .probes import RUN_LABELS, RUNS
+from .judging import case, compare_run, expected_default_run, judge_runs, label_of
+from .probes import DEFAULT_RUNS, RUN_LABELS, RUNS
 
 STOPS = pytest.mark.cell("generate_stops_and_lengths",
                          description="generate: EOS, stop strings, stop token ids and max_tokens")
@@ -44,6 +44,24 @@ def run(name, hint=None, *, visible=False, points=1):
 def test_stops_and_lengths(observation, key, hint):
     """The result the course loop gives on the same run: tokens, text, finish and stop reason, usage, calls."""
     judge_runs(observation, RUNS[key], hint, RUN_LABELS.get(key))
+
+
+DEFAULTS_HINT = ("Everything after the stopping parameters may be left out: sampler=None means greedy_sampler, "
+                 "cancel=None means never cancelled, clock=None means course.monotonic, content_filter=None "
+                 "blocks nothing.")
+
+
+@STOPS
+@pytest.mark.probe("runs_with_defaults", "defaults_need_no_sampler_cancel_or_clock")
+@pytest.mark.cell(fixture="eos_at_step_3", hint=DEFAULTS_HINT)
+def test_defaults_need_no_sampler_cancel_or_clock(observation):
+    """generate(model, input_ids, max_tokens=..., stop=...) alone: greedy, never cancelled, no deadline."""
+    specs = DEFAULT_RUNS["defaults_need_no_sampler_cancel_or_clock"]
+    if len(observation) != len(specs):
+        raise Fail("the probe did not return one observation per run", got=len(observation))
+    for spec, got in zip(specs, observation):
+        compare_run(got, expected_default_run(spec), f"{label_of(spec)} without sampler, cancel or clock",
+                    DEFAULTS_HINT)
 
 
 @STOPS

@@ -40,6 +40,8 @@ def judge_calls(obs, key, hint):
         "stop list).", visible=True),
     row("first_stop", "earliest_end_wins", "The match that completes first (smallest end index) wins, whatever its "
         "place in `stop`."),
+    row("first_stop", "ends_first_not_starts_first", "The match that ENDS first wins, even when another stop "
+        "string starts earlier: in 'abcd' with ['abcd', 'bc'], 'bc' is complete at index 3, before 'abcd' (4)."),
     row("first_stop", "equal_ends_prefer_the_longer_string", "When two matches end at the same index, the longer "
         "one (smaller start) wins."),
     row("first_stop", "first_occurrence_and_overlaps", "Use the first occurrence; a match may start inside a run of "
