@@ -66,10 +66,14 @@ def read_records(grades: Path, lab: str) -> dict[str, dict]:
     return out
 
 
-def sync(lab: str, grades: Path, db_url: str = DEFAULT_DB, *, create: bool = False) -> SyncReport:
-    """Set each graded cell's automatic score to the isolated grader's score of that test."""
+def sync(lab: str, grades: Path, db_url: str = DEFAULT_DB, *, create: bool = False,
+         assignment: str | None = None) -> SyncReport:
+    """Set each graded cell's automatic score to the isolated grader's score of that test.
+    `assignment`: the gradebook's assignment id when it is not `lab` (a language edition
+    released as its own assignment, such as lab01-zh)."""
     from nbgrader.api import Gradebook, MissingEntry
     records = read_records(grades, lab)
+    lab = assignment or lab            # from here on: the gradebook's assignment id
     rep = SyncReport(lab)
     with Gradebook(db_url) as gb:
         try:
@@ -118,12 +122,13 @@ def add_parser(sub) -> None:
     p.add_argument("--grades", required=True, help="the --out folder of `python -m autograder grade`")
     p.add_argument("--db", default=DEFAULT_DB, help="nbgrader's gradebook URL (default: the course's)")
     p.add_argument("--create", action="store_true", help="add students the gradebook does not have yet")
+    p.add_argument("--assignment", default=None, help="the gradebook's assignment id, when not LAB (e.g. lab01-zh)")
     p.set_defaults(func=cmd_gradebook_sync)
 
 
 def cmd_gradebook_sync(args) -> int:
     try:
-        rep = sync(args.lab, Path(args.grades), args.db, create=args.create)
+        rep = sync(args.lab, Path(args.grades), args.db, create=args.create, assignment=args.assignment)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -9,3 +9,8 @@ c = get_config()  # noqa: F821 (provided by nbgrader)
 
 c.CourseDirectory.course_id = "logit-to-first-token"
 c.Exchange.root = os.environ.get("LTFT_EXCHANGE", "/srv/nbgrader/exchange")
+
+# Submissions closed to other students (hub/ltft_exchange.py).
+import sys  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+c.ExchangeFactory.submit = "ltft_exchange.PrivateSubmit"
