@@ -46,6 +46,9 @@ def compare_run(got, exp, label, hint=None):
     if exp["finish_reason"] == "error" and not (isinstance(r["error"], str) and r["error"]):
         raise Fail(f"{label}: an `error` result must say what went wrong in `error`", got=r["error"],
                    hint="Store the exception text, e.g. f'{type(e).__name__}: {e}'.")
+    if exp["error"] is None and r["error"] is not None:
+        raise Fail(f"{label}: `error` must be None unless finish_reason is 'error'", expected=None, got=r["error"],
+                   hint="Only an `error` ending carries an error text; every other ending leaves `error` None.")
     if got["calls"] != exp["calls"]:
         raise Fail(f"{label}: called the model {got['calls']} times", expected=exp["calls"], got=got["calls"],
                    hint=hint or HINTS["calls"])
