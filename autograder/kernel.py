@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import warnings
+from pathlib import Path
 
 from . import messages
 from .core import get_tests, run_test
@@ -176,17 +177,56 @@ def _from_notebook(obj) -> bool:
     return False
 
 
+def _ipythons_own(obj) -> bool:
+    """True when `obj` (a transformer: a function, a class, an instance or a bound method)
+    comes from IPython or ipykernel, as every transformer a fresh kernel holds does."""
+    for o in (obj, getattr(obj, "__func__", None)):
+        if o is None:
+            continue
+        mod = getattr(o, "__module__", None) or type(o).__module__
+        if not isinstance(mod, str) or mod.split(".")[0] not in ("IPython", "ipykernel"):
+            return False
+    return True
+
+
+PACKAGE = Path(__file__).resolve().parent          # the autograder package this module was loaded from
+
+
+def foreign_modules() -> list[str]:
+    """The grader's modules in sys.modules that were not loaded from this package's folder
+    (a module put into sys.modules by hand, a folder added to the package's __path__), and
+    the functions grade() calls if they are not this package's. A whole shadow package
+    beside the notebook replaces this module too, so it cannot see that one: preflight does."""
+    found = []
+    for name, mod in list(sys.modules.items()):
+        if name != "autograder" and not name.startswith("autograder."):
+            continue
+        where = getattr(mod, "__file__", None)
+        paths = [where] if where else list(getattr(mod, "__path__", None) or [])
+        if not paths or any(PACKAGE not in Path(p).resolve().parents and Path(p).resolve() != PACKAGE
+                            for p in paths):
+            found.append(f"module {name} is not the installed grader's")
+    for fn in (get_tests, run_test, test_text):
+        code = getattr(fn, "__code__", None)
+        if code is None or PACKAGE not in Path(code.co_filename).resolve().parents:
+            found.append(f"{getattr(fn, '__name__', fn)!s} is not the installed grader's")
+    return found
+
+
 def kernel_tampering(score: float = 12.5) -> list[str]:
     """What notebook code changed in the running IPython kernel that could change how a
-    grade cell's value or errors reach nbgrader. Empty outside IPython."""
+    grade cell's value or errors reach nbgrader: transformers, hooks and formatters that
+    are not IPython's own, and grader modules that are not the installed ones. A transformer
+    that rewrites this very cell so that it never calls grade() escapes any check made
+    here; `python -m autograder preflight` reports the code that sets one."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover (IPython ships with ipykernel)
         return []
     ip = get_ipython()
     if ip is None:
-        return []
-    found = []
+        return foreign_modules()
+    found = foreign_modules()
     if getattr(ip, "ast_node_interactivity", "last_expr") not in ("last_expr", "last_expr_or_assign", "all", "last"):
         found.append(f"ast_node_interactivity is {ip.ast_node_interactivity!r}")
     if sys.displayhook is not getattr(ip, "displayhook", sys.displayhook):
@@ -206,10 +246,10 @@ def kernel_tampering(score: float = 12.5) -> list[str]:
     transforms = list(getattr(ip, "input_transformers_post", []) or [])
     for attr in ("cleanup_transforms", "line_transforms", "token_transformers"):
         transforms += list(getattr(mgr, attr, []) or [])
-    if any(_from_notebook(t) for t in transforms):
-        found.append("an input transformer defined in the notebook")
-    if any(_from_notebook(t) for t in getattr(ip, "ast_transformers", []) or []):
-        found.append("an AST transformer defined in the notebook")
+    if any(_from_notebook(t) or not _ipythons_own(t) for t in transforms):
+        found.append("an input transformer that is not IPython's own")
+    if any(_from_notebook(t) or not _ipythons_own(t) for t in getattr(ip, "ast_transformers", []) or []):
+        found.append("an AST transformer that is not IPython's own")
     if getattr(ip, "CustomTB", None) is not None and _from_notebook(getattr(ip, "CustomTB")):
         found.append("a custom exception handler defined in the notebook")
     return found

@@ -21,6 +21,14 @@ original kept beside it as NAME.ipynb.orig, which neither grader reads):
   shadowing files  files next to the notebook named like a package the kernel imports
                    (autograder/, course/, torch.py...): under nbgrader the kernel would
                    import them instead; with --fix moved to FOLDER.quarantine/
+  kernel tricks    code in the cells a student writes (solution cells, added cells) that
+                   reaches into the kernel or the import system: input or AST
+                   transformers, get_ipython(), IPython or autograder imports, sys.path,
+                   sys.modules or import hooks, exec/eval, shell escapes and magics that
+                   write files or run code, paths that name a shadowed package. Under
+                   `nbgrader autograde` the notebook runs as you, and such code can rewrite
+                   the hidden test cells before they run or swap the grader they import:
+                   reported, never fixed (the isolated grader's score is unaffected)
 
 Exit status: 0 nothing left to report; 1 problems remain; 2 bad arguments.
 """
@@ -224,12 +232,102 @@ def check_notebook(path: Path, lab: str, *, student: str = "", fix: bool = False
             else:
                 f.problems.append(f"{entry.name} would shadow the `{stem}` package in the kernel (under nbgrader "
                                   "the notebook imports it instead of the real one)")
+    for cell_name, what in kernel_tricks(cells, release):
+        f.problems.append(f"kernel trick in cell `{cell_name}`: {what} (under nbgrader autograde it runs as you "
+                          "and can change how the hidden tests run; trust the isolated grade)")
     if fix and changed:
         backup = path.with_name(path.name + ".orig")
         if not backup.exists():
             shutil.copy2(path, backup)
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return f
+
+
+# ---------------------------------------------------------------- kernel tricks (a static scan)
+
+# the kernel's input and display machinery: what an input transformer or a hook is set through
+SHELL_ATTRS = {"input_transformers_cleanup", "input_transformers_post", "input_transformer_manager",
+               "ast_transformers", "cleanup_transforms", "line_transforms", "token_transformers",
+               "ast_node_interactivity", "display_formatter", "displayhook", "excepthook", "CustomTB",
+               "set_custom_exc", "register_magic_function", "register_magics", "run_cell", "transform_cell"}
+IMPORT_ATTRS = {"path", "modules", "meta_path", "path_hooks", "path_importer_cache"}       # of sys
+DYNAMIC = {"exec", "eval", "compile", "__import__"}
+MAGICS = {"writefile", "file", "bash", "sh", "script", "python", "python2", "python3", "perl", "ruby", "run",
+          "load", "load_ext", "reload_ext", "config", "capture", "system", "sx", "env", "alias", "macro",
+          "store", "autoreload", "aimport"}
+FOREIGN_IMPORTS = {"autograder", "IPython", "ipykernel", "importlib", "imp", "nbgrader", "jupyter_client",
+                   "builtins", "ctypes", "gc", "inspect", "runpy", "zipimport", "pkgutil", "site", "sysconfig"}
+_SHADOW_PATH = re.compile(r"(^|[/\\])(" + "|".join(map(re.escape, SHADOWED)) + r")([/\\]|\.py$|$)")
+
+
+def _student_cells(cells: list, release: list):
+    """(name, source) of the code cells nbgrader autograde runs as the student wrote them:
+    solution cells and cells the student added (locked and test cells are replaced by the
+    release's), less those still exactly as released."""
+    released = {_src(c).strip() for c in release if c.get("cell_type") == "code"}
+    for i, c in enumerate(cells):
+        if not isinstance(c, dict) or c.get("cell_type") != "code":
+            continue
+        m = _nbg(c)
+        if m and not m.get("solution") and (m.get("locked") or m.get("grade")):
+            continue
+        src = _src(c)
+        if src.strip() and src.strip() not in released:
+            yield str(m.get("grade_id") or f"#{i + 1}"), src
+
+
+def _tricks_in(src: str) -> list[str]:
+    import ast
+    found = []
+    if "get_ipython" in src:
+        found.append("get_ipython() (the kernel's shell)")
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+        python = TransformerManager().transform_cell(src)     # magics and ! lines become calls
+    except Exception:  # IPython missing or a cell it cannot read: read it as Python
+        python = src
+    try:
+        tree = ast.parse(python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return found          # the graders report syntax errors; nbgrader runs nothing of it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr in SHELL_ATTRS:
+                found.append(f"`{node.attr}` of the kernel")
+            elif node.attr in IMPORT_ATTRS and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                found.append(f"sys.{node.attr}")
+            elif node.attr == "register" and isinstance(node.value, ast.Attribute) and node.value.attr == "events":
+                found.append("a kernel event hook (events.register)")
+        if isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Name) and fn.id in DYNAMIC:
+                found.append(f"{fn.id}() (code the scan cannot read)")
+            elif isinstance(fn, ast.Attribute) and fn.attr in ("system", "getoutput"):
+                found.append("a shell command (!)")
+            elif isinstance(fn, ast.Attribute) and fn.attr in ("run_line_magic", "run_cell_magic") and node.args \
+                    and isinstance(node.args[0], ast.Constant) and str(node.args[0].value) in MAGICS:
+                found.append(f"the %{node.args[0].value} magic")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for n in names:
+                if n.split(".")[0] in FOREIGN_IMPORTS:
+                    found.append(f"import {n}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 4096 \
+                and _SHADOW_PATH.search(node.value.strip()) and ("/" in node.value or node.value.endswith(".py")):
+            found.append(f"the path {node.value.strip()[:80]!r}, which names a package the kernel imports")
+    return found
+
+
+def kernel_tricks(cells: list, release: list) -> list[tuple[str, str]]:
+    """(cell, what) for each cell a student wrote that reaches into the kernel or the import
+    system (see the module docstring). A static scan: code it cannot read (exec of a built
+    string) is itself reported, but what such code does is not."""
+    out = []
+    for name, src in _student_cells(cells, release):
+        seen = list(dict.fromkeys(_tricks_in(src)))
+        if seen:
+            out.append((name, ", ".join(seen[:6]) + (", ..." if len(seen) > 6 else "")))
+    return out
 
 
 def _quarantine(entry: Path) -> Path:

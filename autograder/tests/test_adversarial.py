@@ -412,3 +412,103 @@ def test_a_hostile_message_costs_the_grading_parent_no_more_than_an_honest_submi
         grew = (h["maxrss_kib"] - honest["maxrss_kib"]) / 1024
         assert grew < 32, f"{h['name']}: the parent's peak memory rose by {grew:.0f} MiB"
         assert h["cpu_s"] <= 2 * honest["cpu_s"] + 0.2, f"{h['name']}: {runs}"
+
+
+# ---------------------------------------------------------------- nbgrader's path: what is caught, and where
+
+NBGRADER_TRICKS = {
+    # rewrites the hidden test cell before it runs, so neither check() nor grade() is ever called
+    "input_transformer_cleanup": "import functools, re\nget_ipython().input_transformers_cleanup.append(\n"
+                                 "    functools.partial(re.sub, r'(?s).*grade\\(.*', '5.0'))\n",
+    "ast_transformer": "import ast\nclass T(ast.NodeTransformer):\n    pass\nget_ipython().ast_transformers.append(T())\n",
+    "sys_path": "import sys\nsys.path.insert(0, '/tmp/elsewhere')\n",
+    "sys_modules": "import sys, types\nsys.modules['autograder.kernel'] = types.SimpleNamespace(grade=lambda *a: 5.0)\n",
+    "writes_a_shadow_module": "%%writefile autograder/kernel.py\ndef grade(*args):\n    return 5.0\n",
+    "shell_escape": "!mkdir -p autograder && echo 'def grade(*a): return 5.0' > autograder/kernel.py\n",
+    "built_string": "exec('get_ipython().' + 'input_transformers_post.append(len)')\n",
+    "replaces_grade": "import autograder.kernel\nautograder.kernel.grade = lambda *a: 5.0\n",
+    "event_hook": "get_ipython().events.register('pre_run_cell', print)\n",
+    "config_magic": "%config InteractiveShell.ast_node_interactivity = 'none'\n",
+}
+
+
+def _submitted(tmp_path: Path, name: str, code: str) -> Path:
+    from autograder.tests.submissions import with_solution_code, write
+    return write(with_solution_code("lab00", {}, first=code + "\n" + adversarial.sources()["honest"].read_text()),
+                 tmp_path / name / "lab00" / "lab00.ipynb")
+
+
+@pytest.mark.parametrize("name", sorted(NBGRADER_TRICKS))
+def test_preflight_reports_code_that_reaches_into_the_kernel(tmp_path, name):
+    """Each of these can raise a score under `nbgrader autograde`, where the notebook runs as
+    the instructor in an ordinary kernel; preflight names the cell and what it does."""
+    from autograder.preflight import check_notebook
+    f = check_notebook(_submitted(tmp_path, name, NBGRADER_TRICKS[name]), "lab00")
+    tricks = [p for p in f.problems if p.startswith("kernel trick in cell `greedy_token`")]
+    assert tricks, f.problems
+
+
+def test_preflight_reports_a_shadow_grader_beside_the_notebook(tmp_path):
+    from autograder.preflight import check_notebook
+    nb = _submitted(tmp_path, "mallory", "")
+    (nb.parent / "autograder").mkdir()
+    (nb.parent / "autograder" / "__init__.py").write_text("")
+    (nb.parent / "autograder" / "kernel.py").write_text("def grade(*a):\n    return 5.0\n")
+    f = check_notebook(nb, "lab00")
+    assert any("autograder would shadow the `autograder` package" in p for p in f.problems), f.problems
+    assert not any(p.startswith("kernel trick") for p in f.problems), "the notebook itself is honest"
+
+
+def test_preflight_finds_no_kernel_tricks_in_the_course_notebooks():
+    """No false alarms: every lab's release and solution notebook, in every edition, and the
+    honest submission of the adversarial corpus."""
+    from autograder.preflight import kernel_tricks, release_cells
+    import nbformat
+    notebooks = sorted(ROOT.glob("labs/lab[0-9][0-9]/lab*.ipynb")) + sorted(ROOT.glob("labs/zh/lab*/lab*.ipynb")) \
+        + sorted(ROOT.glob("solutions/lab[0-9][0-9]/lab*.ipynb"))
+    assert len(notebooks) >= 16
+    for p in notebooks:
+        cells = json.loads(p.read_text(encoding="utf-8"))["cells"]
+        assert kernel_tricks(cells, release_cells(p.stem[:5])) == [], p
+    from autograder.tests.submissions import with_solution_code
+    honest = with_solution_code("lab00", {}, first=adversarial.sources()["honest"].read_text())
+    assert kernel_tricks(json.loads(nbformat.writes(honest))["cells"], release_cells("lab00")) == []
+
+
+def test_grade_refuses_grader_modules_that_are_not_the_installed_ones(monkeypatch, capsys):
+    """A notebook that puts its own module into sys.modules under the grader's name (or adds a
+    folder to the package's path) gets no points from grade(): KernelTampered, 0 in nbgrader."""
+    import types
+    from autograder import kernel
+    from autograder.notebook import namespace
+    ns = namespace(adversarial.sources()["honest"].read_text(), "honest.py")
+    assert kernel.grade("lab00", "greedy_token_picks_argmax", ns) > 0
+    fake = types.ModuleType("autograder.core_helpers")
+    fake.__file__ = "/tmp/submission/autograder/core_helpers.py"
+    monkeypatch.setitem(sys.modules, "autograder.core_helpers", fake)
+    with pytest.raises(kernel.KernelTampered, match="autograder.core_helpers is not the installed grader's"):
+        kernel.grade("lab00", "greedy_token_picks_argmax", ns)
+
+
+def test_grade_refuses_a_transformer_that_is_not_ipythons(monkeypatch):
+    """kernel_tampering looks at what the transformer lists hold, not only at where a
+    function was defined: functools.partial(re.sub, ...) is not IPython's own."""
+    import functools
+    import re
+    from autograder import kernel
+
+    import types
+    from IPython.core.inputtransformer2 import TransformerManager
+    # the attributes kernel_tampering reads, with IPython's own transformers
+    shell = types.SimpleNamespace(ast_node_interactivity="last_expr", events=None, CustomTB=None,
+                                  input_transformers_post=[], ast_transformers=[], displayhook=sys.displayhook,
+                                  input_transformer_manager=TransformerManager(),
+                                  display_formatter=types.SimpleNamespace(format=lambda v: ({"text/plain": repr(v)}, {})))
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    base = kernel.kernel_tampering()
+    assert not [t for t in base if "transformer" in t], base
+    shell.input_transformer_manager.cleanup_transforms.append(functools.partial(re.sub, "grade", "5.0"))
+    assert "an input transformer that is not IPython's own" in kernel.kernel_tampering()
+    shell.input_transformer_manager.cleanup_transforms.pop()
+    shell.ast_transformers = [re.compile("x")]
+    assert "an AST transformer that is not IPython's own" in kernel.kernel_tampering()
