@@ -420,9 +420,11 @@ NBGRADER_TRICKS = {
     # rewrites the hidden test cell before it runs, so neither check() nor grade() is ever called
     "input_transformer_cleanup": "import functools, re\nget_ipython().input_transformers_cleanup.append(\n"
                                  "    functools.partial(re.sub, r'(?s).*grade\\(.*', '5.0'))\n",
-    "ast_transformer": "import ast\nclass T(ast.NodeTransformer):\n    pass\nget_ipython().ast_transformers.append(T())\n",
+    "ast_transformer": "import ast\nclass T(ast.NodeTransformer):\n    pass\n"
+                       "get_ipython().ast_transformers.append(T())\n",
     "sys_path": "import sys\nsys.path.insert(0, '/tmp/elsewhere')\n",
-    "sys_modules": "import sys, types\nsys.modules['autograder.kernel'] = types.SimpleNamespace(grade=lambda *a: 5.0)\n",
+    "sys_modules": "import sys, types\n"
+                   "sys.modules['autograder.kernel'] = types.SimpleNamespace(grade=lambda *a: 5.0)\n",
     "writes_a_shadow_module": "%%writefile autograder/kernel.py\ndef grade(*args):\n    return 5.0\n",
     "shell_escape": "!mkdir -p autograder && echo 'def grade(*a): return 5.0' > autograder/kernel.py\n",
     "built_string": "exec('get_ipython().' + 'input_transformers_post.append(len)')\n",
@@ -503,7 +505,8 @@ def test_grade_refuses_a_transformer_that_is_not_ipythons(monkeypatch):
     shell = types.SimpleNamespace(ast_node_interactivity="last_expr", events=None, CustomTB=None,
                                   input_transformers_post=[], ast_transformers=[], displayhook=sys.displayhook,
                                   input_transformer_manager=TransformerManager(),
-                                  display_formatter=types.SimpleNamespace(format=lambda v: ({"text/plain": repr(v)}, {})))
+                                  display_formatter=types.SimpleNamespace(
+                                      format=lambda v: ({"text/plain": repr(v)}, {})))
     monkeypatch.setattr("IPython.get_ipython", lambda: shell)
     base = kernel.kernel_tampering()
     assert not [t for t in base if "transformer" in t], base
