@@ -1,25 +1,31 @@
-"""What the HTTP layer costs: the same load through `course.serve` (OpenAI client,
-SSE streaming, loopback) and straight into the engine, in one run. Not a test: it
-prints a table and writes benchmarks/results/http.json and http.png.
+"""What the HTTP layer costs: the same load through `course.serve` (SSE streaming over
+loopback) and straight into the engine, in one run. Not a test: it prints a table and
+writes benchmarks/results/http.json and http.png.
 
     python benchmarks/bench_http.py                     # or: make bench
-    python benchmarks/bench_http.py --requests 64 --concurrency 8 --max-tokens 64
+    python benchmarks/bench_http.py --stream-interval 1 4 --rounds 7
 
 Each round sends N requests with at most C in flight (a closed loop: a finished
 request is replaced at once), greedy, `ignore_eos` so every request makes exactly
---max-tokens tokens. The two paths take turns, round after round:
+--max-tokens tokens. Within a round every path runs once, back to back, in an order
+that rotates from round to round:
 
   direct  this process adds requests to an Engine and steps it; timestamps are taken
           when a step returns a request's tokens.
-  http    `python -m course.serve` in a child process (same engine settings, same
-          torch threads); this process drives it with openai.AsyncOpenAI, streaming;
-          timestamps are taken when a chunk with text arrives.
+  openai  `python -m course.serve` in a child process (same engine settings, same torch
+          threads), driven with the official openai.AsyncOpenAI client, streaming.
+  httpx   the same server, driven with raw httpx: SSE lines read and the JSON of each
+          event parsed, nothing else (what any HTTP client has to do).
+With several --stream-interval values, one server runs per value and each is a pair of
+paths (openai and httpx) of its own. Timestamps over HTTP are taken when an event with
+text arrives.
 
 TTFT = first token - request sent; TPOT = (last token - first token) / (tokens - 1);
 tokens/s = all generated tokens / wall time of the round. Latency percentiles pool
 every request of every round; the HTTP/direct ratios are the median over rounds of the
-ratio within a round. The only hard check: both paths produce the same text for every
-prompt. The server is always stopped.
+ratio within a round, with their range. The only hard check: every path produces the
+same text for every prompt. The 1-minute load average is recorded for every round.
+Servers are always stopped.
 """
 from __future__ import annotations
 
@@ -93,12 +99,42 @@ def run_direct(engine, tokenizer, prompts: list[str], concurrency: int, max_toke
 
 # ---------------------------------------------------------------- http
 
-async def run_http_async(base_url: str, prompts: list[str], concurrency: int, max_tokens: int) -> dict:
-    import openai
-
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
+async def run_http_async(base_url: str, prompts: list[str], concurrency: int, max_tokens: int,
+                         client_kind: str = "openai") -> dict:
+    """One closed-loop round over HTTP with the openai client or raw httpx."""
     todo = list(enumerate(prompts))
     done: dict[int, dict] = {}
+    body = {"model": MODEL_NAME, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}}
+
+    if client_kind == "openai":
+        import openai
+
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
+
+        async def events(prompt: str):
+            """(text or None, completion tokens or None) per event."""
+            stream = await client.completions.create(prompt=prompt, extra_body={"ignore_eos": True},
+                                                     **body)
+            async for chunk in stream:
+                yield "".join(c.text for c in chunk.choices), chunk.usage and chunk.usage.completion_tokens
+        close = client.close
+    else:
+        import httpx
+
+        client = httpx.AsyncClient(base_url=base_url, timeout=120,
+                                   limits=httpx.Limits(max_connections=concurrency))
+
+        async def events(prompt: str):
+            async with client.stream("POST", "/completions", json={**body, "prompt": prompt,
+                                                                   "ignore_eos": True}) as response:
+                response.raise_for_status()
+                async for line in response.aiter_lines():
+                    if line.startswith("data: {"):
+                        chunk = json.loads(line[6:])
+                        yield ("".join(c["text"] for c in chunk["choices"]),
+                               (chunk.get("usage") or {}).get("completion_tokens"))
+        close = client.aclose
 
     async def worker():
         while todo:
@@ -106,32 +142,28 @@ async def run_http_async(base_url: str, prompts: list[str], concurrency: int, ma
             sent = time.perf_counter()
             first = last = None
             text, tokens = [], None
-            stream = await client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=max_tokens,
-                                                     temperature=0, stream=True,
-                                                     stream_options={"include_usage": True},
-                                                     extra_body={"ignore_eos": True})
-            async for chunk in stream:
+            async for piece, usage in events(prompt):
                 now = time.perf_counter()
-                if chunk.usage is not None:
-                    tokens = chunk.usage.completion_tokens
-                for c in chunk.choices:
-                    if c.text:
-                        first = first or now
-                        last = now
-                        text.append(c.text)
+                if usage is not None:
+                    tokens = usage
+                if piece:
+                    first = first or now
+                    last = now
+                    text.append(piece)
             done[i] = {**per_request(sent, first, last, tokens), "text": "".join(text)}
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.perf_counter() - start
-    await client.close()
+    await close()
     return {"wall_s": wall, "requests": [done[i] for i in range(len(prompts))]}
 
 
-def start_server(args) -> tuple[subprocess.Popen, str]:
+def start_server(args, stream_interval: int) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "course.serve", "--port", "0", "--log-level", "warning",
            "--threads", str(args.threads), "--max-batch", str(args.max_batch),
-           "--num-blocks", str(args.num_blocks), "--max-waiting", str(args.requests)]
+           "--num-blocks", str(args.num_blocks), "--max-waiting", str(args.requests),
+           "--stream-interval", str(stream_interval)]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:                       # "Serving tiny-model at http://127.0.0.1:PORT/v1 ..."
@@ -161,30 +193,39 @@ def summary(rounds: list[dict]) -> dict:
 
 def paired_ratios(direct: dict, http: dict) -> dict:
     """HTTP / direct for each statistic: the median over rounds of the ratio within a
-    round (the two runs of a round are back to back, so a burst of load from another
-    process tends to hit both)."""
-    return {k: statistics.median(h[k] / d[k] for d, h in zip(direct["rounds"], http["rounds"]))
-            for k in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "tokens_per_s")}
+    round (the paths of a round run back to back, so a burst of load from another
+    process tends to hit them all), with the smallest and largest round's ratio."""
+    out = {}
+    for k in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "tokens_per_s"):
+        xs = [h[k] / d[k] for d, h in zip(direct["rounds"], http["rounds"])]
+        out[k] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+    # the target on time to first token: HTTP <= 1.5 x direct + 5 ms, per round
+    xs = [h["ttft_p50_ms"] - (1.5 * d["ttft_p50_ms"] + 5) for d, h in zip(direct["rounds"], http["rounds"])]
+    out["ttft_p50_over_target_ms"] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+    return out
 
 
-def plot(direct: dict, http: dict, path: Path, title: str) -> None:
+def plot(direct: dict, paths: dict, path: Path, title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [2, 1]})
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
     labels = ["TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"]
     keys = ["ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"]
-    x = range(len(labels))
-    a.bar([i - 0.2 for i in x], [direct[k] for k in keys], 0.4, label="engine directly")
-    a.bar([i + 0.2 for i in x], [http[k] for k in keys], 0.4, label="over HTTP (course.serve)")
-    a.set_xticks(list(x), labels)
+    series = {"engine directly": direct, **paths}
+    width = 0.8 / len(series)
+    for j, (name, s) in enumerate(series.items()):
+        a.bar([i + (j - (len(series) - 1) / 2) * width for i in range(len(labels))], [s[k] for k in keys], width,
+              label=name, color=f"C{j}")
+    a.set_xticks(list(range(len(labels))), labels)
     a.set_ylabel("ms")
     a.set_yscale("log")
-    a.legend()
-    a.set_title("latency per request")
-    b.bar(["direct", "HTTP"], [direct["tokens_per_s"], http["tokens_per_s"]], color=["C0", "C1"])
-    b.set_ylabel("generated tokens / s")
+    a.legend(fontsize=7)
+    a.set_title("latency per request (pooled)")
+    b.bar(range(len(series)), [s["tokens_per_s"] for s in series.values()], color=[f"C{j}" for j in range(len(series))])
+    b.set_xticks(list(range(len(series))), [n.replace(", ", "\n") for n in series], fontsize=6)
+    b.set_ylabel("generated tokens / s (median round)")
     b.set_title("throughput")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
@@ -192,15 +233,27 @@ def plot(direct: dict, http: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=32, help="requests per round (N)")
-    ap.add_argument("--concurrency", type=int, default=8, help="requests in flight (C)")
+    ap.add_argument("--concurrency", type=int, default=16, help="requests in flight (C)")
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=5, help="rounds per path, alternating")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds; every path runs once per round")
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--num-blocks", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--stream-interval", type=int, nargs="+", default=[1],
+                    help="the server's --stream-interval; one server per value")
+    ap.add_argument("--clients", nargs="+", default=["openai", "httpx"], choices=["openai", "httpx"])
     ap.add_argument("--out", default="http", help="file stem under benchmarks/results/")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -209,43 +262,57 @@ def main() -> None:
     engine, tokenizer, _ = tiny_engine(num_blocks=args.num_blocks, max_batch=args.max_batch,
                                        max_waiting=args.requests)
     assert isinstance(engine.config, EngineConfig)
-    proc, base_url = start_server(args)
-    load = {"start": os.getloadavg()[0]}
+    servers: dict[int, tuple[subprocess.Popen, str]] = {}
+    names = ["direct"] + [f"{c}, stream-interval {k}" for k in args.stream_interval for c in args.clients]
+    rounds: dict[str, list] = {name: [] for name in names}
+    loads = []
     try:
-        # One small warm-up on each path (first forward, first connection).
-        run_direct(engine, tokenizer, prompts[:args.concurrency], args.concurrency, 4)
-        asyncio.run(run_http_async(base_url, prompts[:args.concurrency], args.concurrency, 4))
-        direct_rounds, http_rounds = [], []
-        for _ in range(args.rounds):
-            direct_rounds.append(run_direct(engine, tokenizer, prompts, args.concurrency, args.max_tokens))
-            http_rounds.append(asyncio.run(run_http_async(base_url, prompts, args.concurrency, args.max_tokens)))
+        for k in args.stream_interval:
+            servers[k] = start_server(args, k)
+
+        def run(name: str, n: int, prompts: list[str], max_tokens: int) -> dict:
+            if name == "direct":
+                return run_direct(engine, tokenizer, prompts, args.concurrency, max_tokens)
+            client, k = name.split(", stream-interval ")
+            return asyncio.run(run_http_async(servers[int(k)][1], prompts, args.concurrency, max_tokens, client))
+
+        for name in names:           # one small warm-up on each path (first forward, first connection)
+            run(name, args.concurrency, prompts[:args.concurrency], 4)
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            loads.append(round(os.getloadavg()[0], 2))
+            for name in order:
+                rounds[name].append(run(name, args.requests, prompts, args.max_tokens))
+        loads.append(round(os.getloadavg()[0], 2))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    load["end"] = os.getloadavg()[0]
+        for proc, _ in servers.values():
+            stop(proc)
 
-    for d, h in zip(direct_rounds, http_rounds):
-        for i, (a, b) in enumerate(zip(d["requests"], h["requests"])):
-            assert a["text"] == b["text"], f"prompt {i}: the engine said {a['text']!r}, the server {b['text']!r}"
-            assert a["tokens"] == b["tokens"] == args.max_tokens
+    for name in names[1:]:
+        for d, h in zip(rounds["direct"], rounds[name]):
+            for i, (a, b) in enumerate(zip(d["requests"], h["requests"])):
+                assert a["text"] == b["text"], f"prompt {i}: the engine said {a['text']!r}, {name} {b['text']!r}"
+                assert a["tokens"] == b["tokens"] == args.max_tokens
 
-    direct, http = summary(direct_rounds), summary(http_rounds)
-    ratio = paired_ratios(direct, http)
+    stats = {name: summary(rounds[name]) for name in names}
+    ratios = {name: paired_ratios(stats["direct"], stats[name]) for name in names[1:]}
     print(f"N={args.requests} requests x {args.rounds} rounds per path, concurrency {args.concurrency}, "
           f"{args.max_tokens} tokens each (ignore_eos), greedy, torch threads {args.threads}, "
-          f"device {engine.model.device if hasattr(engine.model, 'device') else 'cpu'}")
-    print(f"{'':>11} | {'TTFT P50':>9} | {'TTFT P99':>9} | {'TPOT P50':>9} | {'TPOT P99':>9} | {'tokens/s':>9}")
-    for name, s in (("direct", direct), ("HTTP", http)):
-        print(f"{name:>11} | {s['ttft_p50_ms']:7.2f}ms | {s['ttft_p99_ms']:7.2f}ms | {s['tpot_p50_ms']:7.2f}ms | "
+          f"1-min load average {min(loads)}-{max(loads)}")
+    w = max(len(n) for n in names)
+    print(f"{'':>{w}} | {'TTFT P50':>9} | {'TTFT P99':>9} | {'TPOT P50':>9} | {'TPOT P99':>9} | {'tokens/s':>9}")
+    for name in names:
+        s = stats[name]
+        print(f"{name:>{w}} | {s['ttft_p50_ms']:7.2f}ms | {s['ttft_p99_ms']:7.2f}ms | {s['tpot_p50_ms']:7.2f}ms | "
               f"{s['tpot_p99_ms']:7.2f}ms | {s['tokens_per_s']:9.0f}")
-    print(f"{'HTTP/direct':>11} | {ratio['ttft_p50_ms']:8.2f}x | {ratio['ttft_p99_ms']:8.2f}x | "
-          f"{ratio['tpot_p50_ms']:8.2f}x | {ratio['tpot_p99_ms']:8.2f}x | {ratio['tokens_per_s']:8.2f}x   "
-          "(median of per-round ratios)")
-    print("texts identical on both paths for every request")
+    print("HTTP / direct, median [min-max] over rounds of the ratio within a round:")
+    for name in names[1:]:
+        q = ratios[name]
+        cell = lambda k: f"{q[k]['median']:.2f}x [{q[k]['min']:.2f}-{q[k]['max']:.2f}]"  # noqa: E731
+        t = q["ttft_p50_over_target_ms"]
+        print(f"{name:>{w}} | tokens/s {cell('tokens_per_s')} (target >= 0.85) | TTFT P50 {cell('ttft_p50_ms')}, "
+              f"{t['median']:+.1f} ms [{t['min']:+.1f}, {t['max']:+.1f}] from 1.5 x direct + 5 ms (target <= 0)")
+    print("texts identical on every path for every request")
 
     import openai
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -253,12 +320,13 @@ def main() -> None:
               "cpu_count": os.cpu_count(), "device": str(getattr(engine.model, "device", "cpu")),
               "threads": args.threads, "requests": args.requests, "concurrency": args.concurrency,
               "max_tokens": args.max_tokens, "rounds": args.rounds, "max_batch": args.max_batch,
-              "num_blocks": args.num_blocks, "load_average_1min": load,
-              "direct": direct, "http": http, "http_over_direct": ratio}
+              "num_blocks": args.num_blocks, "stream_intervals": args.stream_interval,
+              "load_average_1min": {"each_round": loads[:-1], "end": loads[-1]},
+              "paths": stats, "http_over_direct": ratios}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(direct, http, RESULTS / f"{args.out}.png",
+    plot(stats["direct"], {n: stats[n] for n in names[1:]}, RESULTS / f"{args.out}.png",
          f"{args.requests} requests x {args.rounds} rounds, concurrency {args.concurrency}, "
-         f"{args.max_tokens} tokens each, tiny model, {result['device']}")
+         f"{args.max_tokens} tokens each, tiny model, {result['device']}, load {min(loads)}-{max(loads)}")
     print(f"wrote {RESULTS / (args.out + '.json')} and {RESULTS / (args.out + '.png')}")
 
 

@@ -32,21 +32,39 @@ Unknown paths answer 404 and wrong methods 405 (with Allow), in the same shape.
 
 How a request flows. The handler reads the body within those limits; parsing, checking
 against the request model (400 naming the parameter and the value, in OpenAI's error
-shape) and turning the prompt into token ids run in a worker thread
-(anyio.to_thread), so a large prompt never stalls the event loop, /health or other
-streams; a text longer than the context could hold even at the tokenizer's longest token
-is refused without tokenizing it (max_chars_per_token). The handler then hands
-`add_request` to ONE background thread, the engine loop. That thread owns the engine:
-it runs queued commands (add, abort), calls `engine.step()`, and routes every
-RequestOutput to the asyncio queue of its request. The handler reads its queue and
-writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body. Overload (the
-engine's waiting queue is full: QueueFull) answers 429 with Retry-After at once, never a
-hang; a request that can never run (RequestRefused, raised by add_request: its prompt +
-max_tokens could not fit the KV pool even alone) answers 400 naming max_tokens at once,
-since retrying could not help. A client that
-closes its stream aborts the request: the abort is the next command the loop runs,
-before its next step, and the engine frees the blocks inside abort(), so the request's
-KV blocks are back in the pool within one step.
+shape) and turning the prompt into token ids run in a worker thread (anyio.to_thread)
+for a body over INLINE_PARSE_BYTES = 4 KiB, so a large prompt never stalls the event
+loop, /health or other streams; a smaller body is parsed in place (the hop to a thread
+and back would cost more than the work). A text longer than the context could hold even
+at the tokenizer's longest token is refused without tokenizing it (max_chars_per_token).
+The handler then hands `add_request` to ONE background thread, the engine loop. That
+thread owns the engine: it runs queued commands (add, abort), calls `engine.step()`, and
+routes every RequestOutput to the asyncio queue of its request. The handler reads its
+queue and writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body.
+Overload (the engine's waiting queue is full: QueueFull) answers 429 with Retry-After at
+once, never a hang; a request that can never run (RequestRefused, raised by add_request:
+its prompt + max_tokens could not fit the KV pool even alone) answers 400 naming
+max_tokens at once, since retrying could not help. A client that closes its stream
+aborts the request: the abort is the next command the loop runs, before its next step,
+and the engine frees the blocks inside abort(), so the request's KV blocks are back in
+the pool within one step.
+
+What a streamed token costs. Each token crosses from the engine thread to the event loop
+and becomes an SSE event the client parses; on a small model that Python work is of the
+order of a decode step itself, and both threads share one interpreter lock. So the work
+is done in bulk where the wire format allows: one wake-up of the event loop per engine
+step for all the requests it advanced; a chunk's JSON is encoded once per request and
+only the text is encoded per event; the outputs a stream finds waiting are joined into
+one chunk and all its ready events go out in one socket write. `stream_interval` (vLLM's
+--stream-interval; default 1) hands a stream's tokens over in groups of that many after
+the first one, which always goes at once: fewer, longer chunks, the same text.
+benchmarks/bench_http.py measures the cost against the engine driven directly.
+
+Slow clients. A connection must finish sending a request's headers within
+HEADER_TIMEOUT_S = 10 s of opening (or of its previous response ending), or it is
+closed: uvicorn's own keep-alive timer starts only after a first response and stops at
+the first byte, so without this a client dribbling header bytes would hold a connection
+(and its memory) for ever.
 
 Finish reasons on the wire. The course's FinishReason values are OpenAI's where OpenAI
 has one and pass through unchanged otherwise:
@@ -118,6 +136,12 @@ MODEL_NAME = "tiny-model"
 # A body whose next part does not arrive within this many seconds is answered 408 (a client
 # that sends less than its Content-Length must not hold a request open for ever).
 BODY_READ_TIMEOUT_S = 10.0
+# A connection that has not sent a request's complete headers this many seconds after it
+# opened (or after its previous response ended) is closed (see guarded_h11).
+HEADER_TIMEOUT_S = 10.0
+# Bodies up to this size are parsed and tokenized on the event loop (well under a
+# millisecond); larger ones in a worker thread, so a long prompt never stalls other streams.
+INLINE_PARSE_BYTES = 4096
 # A temperature below this samples greedily, as in vLLM (its _SAMPLING_EPS): dividing logits
 # by a temperature near zero overflows to inf instead of approaching argmax.
 GREEDY_BELOW = 1e-5
@@ -364,6 +388,8 @@ class Tracked:
     last_token: float | None = None
     n_prompt: int = 0
     n_generated: int = 0
+    held: list = field(default_factory=list)   # outputs not yet handed over (stream_interval)
+    held_tokens: int = 0
 
 
 class EngineLoop:
@@ -378,8 +404,11 @@ class EngineLoop:
     """
 
     def __init__(self, engine, *, make_params: Callable[[dict], Any] = lambda p: p,
-                 metrics: "ServerMetrics | None" = None, clock: Callable[[], float] = time.perf_counter):
+                 metrics: "ServerMetrics | None" = None, clock: Callable[[], float] = time.perf_counter,
+                 stream_interval: int = 1):
+        check_int("stream_interval", stream_interval, 1)
         self.engine, self.make_params, self.metrics, self.clock = engine, make_params, metrics, clock
+        self.stream_interval = stream_interval
         self._commands: collections.deque = collections.deque()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -450,8 +479,9 @@ class EngineLoop:
             deliveries: dict = {}              # one wake-up per event loop per step, not per output
             for out in outputs:
                 tracked = self._route(out, now)
-                if tracked is not None:
-                    deliveries.setdefault(tracked.loop, []).append((tracked.queue, out))
+                outs = self._hand_over(tracked, out) if tracked is not None else None
+                if outs:
+                    deliveries.setdefault(tracked.loop, []).append((tracked.queue, outs))
             for loop, items in deliveries.items():
                 loop.call_soon_threadsafe(_deliver, items)
             self._stats = dict(self.engine.stats())
@@ -511,6 +541,18 @@ class EngineLoop:
                 self.metrics.finished(tracked, str(out.finish_reason), now)
         return tracked
 
+    def _hand_over(self, tracked: Tracked, out) -> list | None:
+        """The outputs to hand to the request's queue now (`out` and any held before it),
+        or None to hold `out` back: the first token and the end go at once, the tokens in
+        between in groups of stream_interval."""
+        tracked.held.append(out)
+        tracked.held_tokens += len(out.new_token_ids or ())
+        if (out.finish_reason is None and tracked.held_tokens < self.stream_interval
+                and tracked.n_generated > tracked.held_tokens):      # some were handed over before
+            return None
+        outs, tracked.held, tracked.held_tokens = tracked.held, [], 0
+        return outs
+
     def _fail_all(self, message: str, reason: str = "error") -> None:
         for rid, tracked in list(self._tracked.items()):
             try:
@@ -520,7 +562,7 @@ class EngineLoop:
             out = _Ended(rid, reason, message)
             if self.metrics:
                 self.metrics.finished(tracked, reason, self.clock())
-            tracked.loop.call_soon_threadsafe(tracked.queue.put_nowait, out)
+            tracked.loop.call_soon_threadsafe(_deliver, [(tracked.queue, [*tracked.held, out])])
         self._tracked.clear()
         while self._commands:          # adds that never ran
             cmd = self._commands.popleft()
@@ -542,8 +584,9 @@ class _Ended:
 
 
 def _deliver(items) -> None:
-    for queue, out in items:
-        queue.put_nowait(out)
+    for queue, outs in items:
+        for out in outs:
+            queue.put_nowait(out)
 
 
 def _set_exception(fut: asyncio.Future, exc: BaseException) -> None:
@@ -684,7 +727,7 @@ def _engine_errors() -> tuple:
 def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len: int = 1024,
               make_params: Callable[[dict], Any] | None = None, request_timeout: float | None = None,
               metrics_prefix: str = "course:", max_body_bytes: int = MAX_BODY_BYTES,
-              body_read_timeout: float = BODY_READ_TIMEOUT_S):
+              body_read_timeout: float = BODY_READ_TIMEOUT_S, stream_interval: int = 1):
     """A FastAPI app serving `engine` (anything with add_request/step/abort/
     has_unfinished/stats). The engine loop starts and stops with the app's lifespan;
     `app.state.engine_loop` and `app.state.metrics` are there for tests and demos."""
@@ -707,7 +750,8 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     check_int("max_body_bytes", max_body_bytes, 1)
     check_number("body_read_timeout", body_read_timeout, 0, lo_open=True)
     metrics = ServerMetrics(metrics_prefix)
-    engine_loop = EngineLoop(engine, make_params=make_params or default_make_params(), metrics=metrics)
+    engine_loop = EngineLoop(engine, make_params=make_params or default_make_params(), metrics=metrics,
+                             stream_interval=stream_interval)
     metrics.watch(engine_loop.stats)
     vocab_size = len(tokenizer) if hasattr(tokenizer, "__len__") else None
     max_token_chars = max_chars_per_token(tokenizer) if tokenizer is not None else None
@@ -804,7 +848,10 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     async def handle(request: Request, kind: str):
         try:
             raw = await read_body(request)
-            parsed = await anyio.to_thread.run_sync(check, raw, kind)
+            if len(raw) <= INLINE_PARSE_BYTES:    # a thread hop would cost more than the work
+                parsed = check(raw, kind)
+            else:
+                parsed = await anyio.to_thread.run_sync(check, raw, kind)
         except APIErrorResponse as err:
             metrics.rejected.labels("invalid").inc()
             return error(err)
@@ -928,6 +975,14 @@ class _Answer:
             obj["usage"] = usage
         return f"data: {json.dumps(obj)}\n\n"
 
+    def _text_event(self, include_usage: bool) -> Callable[[str], str]:
+        """The SSE event of a text chunk as a function of its text: the chunk is encoded
+        once per request and only the text is encoded per event (same bytes as _chunk)."""
+        marker = "\x00text\x00"
+        head, tail = self._chunk([self._choice(marker, None, None)], None, include_usage).split(json.dumps(marker))
+        dumps = json.dumps
+        return lambda text: head + dumps(text) + tail
+
     def _see(self, out) -> None:
         self.n_generated += len(out.new_token_ids or ())
         if out.finish_reason is not None:
@@ -962,28 +1017,44 @@ class _Answer:
         return answer.model_dump()
 
     async def sse(self, queue: asyncio.Queue, include_usage: bool):
-        """Server-sent events: one chunk per engine output that carries text, a last
-        chunk with finish_reason, the usage chunk when asked, then `data: [DONE]`."""
-        first = self.kind == "chat"
-        if first:                        # OpenAI opens a chat stream with the role
+        """Server-sent events: a chunk for each engine output that carries text, a last
+        chunk with finish_reason, the usage chunk when asked, then `data: [DONE]`.
+        Outputs that are already waiting when the stream gets to run (the engine
+        stepped faster than this client is served) go out as one chunk with their
+        texts joined, and every event ready at once is written in one piece: one
+        socket write per wake-up, not one per token."""
+        text_event = self._text_event(include_usage)
+        if self.kind == "chat":          # OpenAI opens a chat stream with the role
             yield self._chunk([self._choice("", None, None, first=True)], None, include_usage)
         while self.finish_reason is None:
-            out = await queue.get()
-            self._see(out)
+            outs = [await queue.get()]
+            while not queue.empty():
+                outs.append(queue.get_nowait())
+            texts, events = [], []
+            for out in outs:
+                self._see(out)
+                if self.finish_reason == "error":
+                    break
+                texts.append(out.text_delta or "")
+                if self.finish_reason is not None:
+                    break
+            text = "".join(texts)
+            if text:
+                events.append(text_event(text))
             if self.finish_reason == "error":
                 err = APIErrorResponse(500, f"The request failed: {getattr(out, 'error', '')}".strip(),
                                        type="server_error", code="engine_error")
-                yield f"event: error\ndata: {json.dumps(err.body())}\n\n"
-                break
-            if out.text_delta:
-                yield self._chunk([self._choice(out.text_delta, None, None)], None, include_usage)
-            if self.finish_reason is not None:
+                events.append(f"event: error\ndata: {json.dumps(err.body())}\n\n")
+            elif self.finish_reason is not None:
                 final = self._choice(None if self.kind == "chat" else "", self.finish_reason,
                                      _stop_reason(getattr(out, "stop_reason", None)))
-                yield self._chunk([final], None, include_usage)
+                events.append(self._chunk([final], None, include_usage))
                 if include_usage:
-                    yield self._chunk([], _usage(out, self.n_prompt, self.n_generated), True)
-        yield "data: [DONE]\n\n"
+                    events.append(self._chunk([], _usage(out, self.n_prompt, self.n_generated), True))
+            if self.finish_reason is not None:
+                events.append("data: [DONE]\n\n")
+            if events:
+                yield "".join(events)
 
 
 def default_make_params() -> Callable[[dict], Any]:
@@ -1004,13 +1075,15 @@ class BackgroundServer:
         server.stop()
     """
 
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning",
+                 header_timeout: float = HEADER_TIMEOUT_S):
         import uvicorn
 
         self.sock = _bind(host, port)
         self.host, self.port = host, self.sock.getsockname()[1]
         self.server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on",
-                                                    timeout_graceful_shutdown=2))
+                                                    timeout_graceful_shutdown=2,
+                                                    http=guarded_h11(header_timeout)))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
                                        name="uvicorn", daemon=True)
 
@@ -1037,6 +1110,58 @@ class BackgroundServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def guarded_h11(header_timeout: float = HEADER_TIMEOUT_S) -> type:
+    """uvicorn's HTTP/1.1 protocol (h11) with a deadline on each request's headers.
+
+    uvicorn times out an idle keep-alive connection only after a first response, and
+    stops that timer at the first byte received, so a client that opens a connection
+    and sends its headers a byte at a time would hold it open for ever (slowloris). Here
+    the headers must be complete within `header_timeout` seconds of the connection
+    opening, or of its previous response ending; otherwise the connection is closed.
+    The body has its own limit (BODY_READ_TIMEOUT_S, answered 408)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    check_number("header_timeout", header_timeout, 0, lo_open=True)
+
+    class HeaderDeadlineH11Protocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:       # a request line and headers are in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._arm()                                  # waiting for the next request
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(header_timeout, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _headers_too_slow(self) -> None:
+            self._deadline = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderDeadlineH11Protocol
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -1080,6 +1205,8 @@ def main(argv=None) -> int:
     ap.add_argument("--request-timeout", type=float, default=None,
                     help="seconds; a request still running then ends with finish_reason 'timeout'")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--stream-interval", type=int, default=1,
+                    help="tokens per streamed chunk after the first (default 1: every token at once)")
     ap.add_argument("--log-level", default="info")
     ns = ap.parse_args(argv)
     import torch
@@ -1090,13 +1217,15 @@ def main(argv=None) -> int:
 
     engine, tokenizer, max_len = tiny_engine(ns.device, num_blocks=ns.num_blocks, block_size=ns.block_size,
                                              max_batch=ns.max_batch, max_waiting=ns.max_waiting)
-    app = build_app(engine, tokenizer, max_model_len=max_len, request_timeout=ns.request_timeout)
+    app = build_app(engine, tokenizer, max_model_len=max_len, request_timeout=ns.request_timeout,
+                    stream_interval=ns.stream_interval)
     sock = _bind(ns.host, ns.port)
     sock.listen(2048)                  # connections made as soon as the URL is printed wait in the backlog
     url = f"http://{ns.host}:{sock.getsockname()[1]}"
     print(f"Serving {MODEL_NAME} at {url}/v1 (OpenAI-compatible; metrics at {url}/metrics). Ctrl-C stops.",
           flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level=ns.log_level, timeout_graceful_shutdown=2)).run(sockets=[sock])
+    uvicorn.Server(uvicorn.Config(app, log_level=ns.log_level, timeout_graceful_shutdown=2,
+                                  http=guarded_h11())).run(sockets=[sock])
     return 0
 
 

@@ -537,6 +537,24 @@ def test_itl_is_every_gap_and_tpot_one_mean_per_request():
     assert 'course:request_success_total{finished_reason="cancelled"}' not in v
 
 
+def test_stream_interval_hands_the_first_token_and_the_end_over_at_once_the_rest_in_groups():
+    loop = EngineLoop(_StuckEngine(), stream_interval=3)
+    loop._tracked["a"] = Tracked(queue=None, loop=None, arrival=0.0)
+    handed = []
+    for i in range(9):                 # tokens 0..8, one per step; the last one ends the request
+        out = SimpleNamespace(request_id="a", new_token_ids=[i], finish_reason="length" if i == 8 else None)
+        outs = loop._hand_over(loop._route(out, 1.0 + i), out)
+        if outs:
+            handed.append([o.new_token_ids[0] for o in outs])
+    assert handed == [[0], [1, 2, 3], [4, 5, 6], [7, 8]]
+    every = EngineLoop(_StuckEngine())                 # the default: every output at once
+    every._tracked["b"] = Tracked(queue=None, loop=None, arrival=0.0)
+    outs = [SimpleNamespace(request_id="b", new_token_ids=[i], finish_reason=None) for i in range(3)]
+    assert [every._hand_over(every._route(o, 1.0), o) for o in outs] == [[o] for o in outs]
+    with pytest.raises(ValueError, match="`stream_interval` must be"):
+        EngineLoop(_StuckEngine(), stream_interval=0)
+
+
 def test_build_app_checks_its_arguments():
     class NoStep:
         def add_request(self, *a): ...

@@ -319,9 +319,9 @@ async def _sse(kind: str, include_usage: bool) -> list[dict]:
     for text, reason in (("a", None), ("b", "stop")):
         queue.put_nowait(SimpleNamespace(new_token_ids=[1], text_delta=text, finish_reason=reason,
                                          stop_reason="." if reason else None, usage=None))
-    events = [e async for e in answer.sse(queue, include_usage)]
-    assert events[-1] == "data: [DONE]\n\n"
-    return [json.loads(e[len("data: "):]) for e in events[:-1]]
+    events = "".join([e async for e in answer.sse(queue, include_usage)]).split("\n\n")
+    assert events[-2:] == ["data: [DONE]", ""]
+    return [json.loads(e[len("data: "):]) for e in events[:-2]]
 
 
 @pytest.mark.parametrize("kind, model", [("completion", CompletionStreamResponse),
@@ -332,6 +332,55 @@ def test_every_stream_chunk_is_an_instance_of_its_model(kind, model):
         for chunk in chunks:
             assert model.model_validate(chunk).model_dump(exclude_unset=True) == chunk
         assert (chunks[-1].get("usage") is not None) == include_usage
+
+
+def test_outputs_waiting_together_go_out_as_one_chunk_in_one_write():
+    async def run():
+        answer, queue = _Answer("completion", "r1", MODEL, 3), asyncio.Queue()
+        stream = answer.sse(queue, False)
+        pieces = []
+        queue.put_nowait(SimpleNamespace(new_token_ids=[1], text_delta="a", finish_reason=None, usage=None))
+        pieces.append(await anext(stream))             # one output waiting: one chunk
+        for text, reason in (("b", None), ('"c', None), ("d", "stop")):
+            queue.put_nowait(SimpleNamespace(new_token_ids=[1], text_delta=text, finish_reason=reason,
+                                             stop_reason="." if reason else None, usage=None))
+        pieces += [p async for p in stream]            # three waiting: one write
+        return answer, pieces
+
+    answer, pieces = asyncio.run(run())
+    assert len(pieces) == 2
+    events = [e[len("data: "):] for e in pieces[1].split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    texts = [json.loads(e)["choices"][0]["text"] for e in [pieces[0][len("data: "):]] + events[:-1]]
+    assert texts == ["a", 'b"cd', ""]                 # the joined text, then the finish chunk
+    # a text chunk is byte for byte what encoding the whole chunk would give
+    assert pieces[0] == answer._chunk([answer._choice("a", None, None)])
+    assert json.loads(events[1])["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_connection_that_sends_its_headers_too_slowly_is_closed():
+    import socket
+    import time
+
+    with BackgroundServer(make_app(), header_timeout=0.5) as server:
+        slow = socket.create_connection((server.host, server.port), timeout=1.0)
+        slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        closed, deadline = False, time.monotonic() + 30     # generous: only "eventually" is asserted
+        try:
+            while not closed and time.monotonic() < deadline:
+                try:
+                    slow.sendall(b"X: y\r\n")             # a header line now and then, never the end
+                    closed = slow.recv(1) == b""
+                except socket.timeout:
+                    continue
+                except OSError:                            # reset: closed as well
+                    closed = True
+                assert httpx.get(f"{server.url}/health", timeout=30).status_code == 200
+        finally:
+            slow.close()
+        assert closed, "a connection sending header lines for 30 s was never closed"
+        with httpx.Client(base_url=server.url) as client:     # keep-alive requests are unaffected
+            assert [client.get("/health").status_code for _ in range(3)] == [200] * 3
 
 
 # ---------------------------------------------------------------- the checks and their words
