@@ -24,9 +24,11 @@ Contract coverage (docstring clause -> the hidden cases that fail when it is bro
   |   ties at the k-th value all kept; k >= V keeps all  | ties_at_kth_value_all_kept, k_at_least_vocab_..  |
   |   (V = 1 included)                                   |                                                  |
   |   rows independent; equals transformers              | batch_rows_independent, matches_transformers     |
-  |   k validated (name and value); new tensor, no change| invalid_k_rejected, input_not_modified_new_tensor|
+  |   k validated (a bool too; name and value)           | invalid_k_rejected                               |
+  |   new tensor, -inf at removed tokens, input unchanged| input_not_modified_new_tensor, every top_k case  |
   | top_p_filter: smallest stable-sorted prefix reaching | exact_boundary_keeps_two, crossing_token_kept,   |
-  |   top_p (the crossing token kept, ties lowest id)    | ties_at_boundary_lowest_id_first                 |
+  |   top_p (the crossing token kept, ties lowest id,    | ties_at_boundary_lowest_id_first                 |
+  |   also on a row of 128 ties)                         |                                                  |
   |   per-row cutoff, extreme and masked logits          | batch_rows_get_own_cutoff, extreme_logits, ..    |
   |   min_tokens_to_keep; p = 1 keeps all; transformers  | min_tokens_to_keep, p_equal_one_keeps_all, ..    |
   |   validated; new tensor, no change                   | invalid_parameters_rejected, input_not_modified..|

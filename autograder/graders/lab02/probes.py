@@ -63,6 +63,11 @@ def mapped(make, f, label):
     return named(label, lambda: f(make()))
 
 
+def float64(make):
+    """The same logits as float64: a filter returns the input's dtype."""
+    return mapped(make, lambda x: x.double(), f"{make.label} as float64")
+
+
 def _long_tail_masked():
     """long_tail with all but its 5 most likely tokens already removed (-inf)."""
     x = course.load_fixture("long_tail").logits(0)
@@ -99,7 +104,8 @@ FILTER_CALLS = {
     "top_k/batch_rows_independent": [(stack(fx("peaked"), fx("flat"), fx("ties")), dict(top_k=2))],
     "top_k/matches_transformers": [(rand(11), dict(top_k=1)), (rand(12), dict(top_k=7)),
                                    (rand(13, vocab=64), dict(top_k=63))],
-    "top_k/input_not_modified_new_tensor": [(fx("long_tail"), dict(top_k=3)), (rand(14), dict(top_k=100))],
+    "top_k/input_not_modified_new_tensor": [(fx("long_tail"), dict(top_k=3)), (rand(14), dict(top_k=100)),
+                                            (float64(fx("long_tail")), dict(top_k=3))],
     # top_p_filter
     "top_p/exact_boundary_keeps_two": [(fx("top_p_exact_boundary"), dict(top_p=0.75))],
     "top_p/crossing_token_kept": [(fx("long_tail"), dict(top_p=0.9)), (fx("flat"), dict(top_p=0.5)),
@@ -125,7 +131,7 @@ FILTER_CALLS = {
     "top_p/matches_transformers": [(rand(31), dict(top_p=0.9)), (rand(32), dict(top_p=0.5)),
                                    (rand(33, vocab=64), dict(top_p=0.95)), (rand(34, scale=1.0), dict(top_p=0.3))],
     "top_p/input_not_modified_new_tensor": [(fx("long_tail"), dict(top_p=0.9)), (fx("flat", 0), dict(top_p=0.5)),
-                                            (rand(35), dict(top_p=0.8))],
+                                            (rand(35), dict(top_p=0.8)), (float64(fx("long_tail")), dict(top_p=0.9))],
     # filter_logits
     "pipeline/long_tail_t07_k5_p09": [(fx("long_tail"), dict(temperature=0.7, top_k=5, top_p=0.9))],
     "pipeline/fixtures_several_settings": [(fx_all(n), cfg) for n in ("peaked", "flat", "extreme_logits",

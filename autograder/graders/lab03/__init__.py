@@ -71,6 +71,7 @@ generate
   |                                                      | cancel_during_the_last_call_is_too_late           |
   | deadline from generate's start (clock at 1000), >=   | deadline_hit_mid_way, deadline_reached_exactly,   |
   |                                                      | deadline_not_reached                              |
+  | error: a str for finish_reason error, else None      | model_error_is_recorded, every generate run case  |
   | model error / NaN logits -> error, never raised      | model_error_is_recorded, error_on_the_first_call, |
   |                                                      | nan_logits_are_an_error                           |
   | content filter on text / on a token (EOS included)   | content_filter_on_text, content_filter_on_token   |
