@@ -128,6 +128,19 @@ EQUIVALENT = {
                                   "contract never passes or asks to reject"
        for line in ("rows = dead.reshape(+1).nonzero().flatten().tolist()",
                     "rows = dead.reshape(-2).nonzero().flatten().tolist()", "rows = None")},
+    # lab03
+    ("course.generation", "if i >= 0 and (best is None or (i + len(s), i) <= (best[1], best[0])):"):
+        "equal (end, start) means the same match (the same string twice in `stop`): either keeps an equal tuple",
+    ("course.generation", "if not isinstance(input_ids, torch.Tensor) and input_ids.dim() != 2 or "
+                          "input_ids.shape[0] != 1:"):
+        "differs only for input_ids that are not a tensor, which lab03's contract never passes or asks to reject",
+    ("course.generation", "got = None"): "error-message text (`got` is only shown in the message)",
+    ("course.generation", 'start = clock() if p["deadline"] is not None else 1.0'):
+        "`start` is read only when there is a deadline",
+    ("autograder.reference.lab03", "def expected_run(spec: dict, clock_start: float = 1.0) -> dict:"):
+        "the deadline counts from generate's start, so where the clock starts changes no result",
+    ("autograder.reference.lab03", "for k in range(len(tokens) + 2):"):
+        "one more entry past the last index a stream judge reads (at most the number of tokens)",
     ("course.sampling", 'f"{torch.isposinf(logits).nonzero().tolist()[:6]}.")'):
         "error-message text (how many positions it shows)",
     ("course.sampling", 'raise ValueError(f"`{name}` must keep at least one finite logit per row, got all -inf in '
