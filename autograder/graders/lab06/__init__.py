@@ -30,38 +30,46 @@ spans_from_events(events, tracer)
   | GenAI attributes (text_completion, provider,        | paths_attributes, mixed_set_every_span            |
   |   finish_reasons, usage, error.type, cancel time)   |                                                   |
   | a "token" event per output token                    | paths_token_events, mixed_set_every_span          |
+  | course.token_index 0, 1, 2, ... on the token events | token_events_are_numbered                         |
   | status ERROR for finish reason error                | error_sets_status, mixed_set_every_span           |
+  | status ERROR on the stage the error interrupted     | error_marks_the_interrupted_stage                 |
+  |   (that stage only)                                 |                                                   |
   | every ending closes its stage and root (a request   | cancelled_while_queued, mixed_set_every_span      |
   |   cancelled in the queue too)                       |                                                   |
   | one trace per request                               | one_trace_per_request                             |
   | ValueError for an event of an unknown request       | rejects_token_of_unknown_request                  |
+  | ValueError for an event of an ended request         | rejects_event_after_the_end                       |
 request_metrics(spans)
   | every key of a finished request                     | stop_request, every_request_of_the_mixed_set      |
   | TTFT from arrival (queue included)                  | ttft_includes_the_queue                           |
   | TPOT over n - 1 gaps, ITL the n - 1 gaps            | tpot_over_n_minus_1_gaps                          |
   | None for one token (tpot) / no token (ttft, tpot)   | one_token_has_no_tpot, no_token_no_ttft           |
   | a stage never reached is None                       | cancelled_in_queue_never_prefilled                |
-  | ValueError for the spans of two requests            | rejects_spans_of_two_requests                     |
+  | ValueError unless exactly one root (two; none)      | rejects_spans_of_two_requests,                    |
+  |                                                     | rejects_spans_without_a_root                      |
 percentile(values, q)
   | type 6: interpolation between ranks                 | median_of_five, interpolates_between_ranks,       |
   |                                                     | p90_of_twenty_interpolates, ties, one_sample      |
   | rank below 1 -> min, at or above n -> max           | p99_of_twenty_is_the_max, p1_of_twenty_is_the_min,|
   |                                                     | q_0_and_100_are_min_and_max                       |
   | the caller's list keeps its order                   | every value case                                  |
-  | ValueError naming values (empty) / q (out of range) | rejects_empty_values, rejects_q_out_of_range      |
+  | ValueError naming the parameter and showing the     | rejects_empty_values, rejects_non_finite_values,  |
+  |   value: values (empty, non-finite) / q (range)     | rejects_q_out_of_range                            |
 bucket_counts(values, boundaries), histogram_percentile(bucket_counts, boundaries, q)
   | "le" buckets: a value on an edge is in that bucket  | counts_per_bucket, value_on_an_edge_is_in_that_.. |
   | overflow bucket; no values -> zeros (Python ints)   | overflow_and_empty                                |
   | interpolation inside a bucket, the first from 0     | interpolates_inside_a_bucket, first_bucket_sta..  |
   | in the overflow bucket -> the last edge             | overflow_reports_the_last_edge                    |
   | empty buckets skipped                               | skips_empty_buckets                               |
-  | ValueError naming bucket_counts (wrong length)      | rejects_counts_of_the_wrong_length                |
+  | ValueError naming and showing bucket_counts: wrong  | rejects_counts_of_the_wrong_length,               |
+  |   length, or counting nothing                       | rejects_counts_of_nothing                         |
 group_percentiles(rows, by, edges, metric, qs=(50, 95, 99))
   | one group per edge + 1, P50/P95/P99 each            | ttft_by_input_length, e2e_by_concurrency          |
   | edges inclusive above                               | edges_are_inclusive_above                         |
   | an empty group has n = 0 and None, never 0          | empty_group_is_not_zero                           |
   | None values skipped                                 | tpot_skips_one_token_requests                     |
-  | ValueError for edges that are not increasing        | rejects_decreasing_edges                          |
+  | keys p{q:g} for the qs asked                        | percentiles_named_by_qs                           |
+  | ValueError for edges not strictly increasing        | rejects_decreasing_edges, rejects_repeated_edges  |
 first_deviation(baseline, incident, threshold=0.25)
   | the stage and evidence of every incident set        | diagnoses_* (seven sets)                          |
   | the first stage of the table wins                   | queue_before_decode                               |
@@ -74,6 +82,7 @@ to_chrome_trace(spans, counters=())
   | "X" events in us                                    | units_are_microseconds                            |
   | one track per request, named by an "M" event        | one_track_per_request, units_are_microseconds     |
   | stages nest inside their root on each track         | spans_nest_on_each_track                          |
+  | an "i" instant per token, on its request's track    | tokens_are_instants_on_their_track                |
   | a "C" event per counter sample                      | counters_are_c_events                             |
 """
 LAB = "lab06"

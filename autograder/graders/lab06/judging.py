@@ -90,8 +90,13 @@ def view(dump: list[dict]) -> dict:
             "root": [root["name"], _us(root["start_ns"]), _us(root["end_ns"])],
             "stages": sorted([k["name"], _us(k["start_ns"]), _us(k["end_ns"])] for k in kids),
             "tokens": sorted(_us(e["time_ns"]) for e in root["events"] if e["name"] == "token"),
+            # course.token_index of the token events in time order (the dump sends it as "index")
+            "token_index": [e.get("index") for e in sorted((e for e in root["events"] if e["name"] == "token"),
+                                                           key=lambda e: e["time_ns"])],
+            # the stages marked ERROR: (name, start us)
+            "error_stages": sorted([k["name"], _us(k["start_ns"])] for k in kids if k["status"] == "ERROR"),
             "attributes": root["attributes"], "status": root["status"],
-            "stage_status": {k["name"]: k["status"] for k in kids}, "trace_id": root["trace_id"],
+            "trace_id": root["trace_id"],
         }
     orphans = [s["name"] for s in dump if s["parent_id"] is not None
                and not any(s["parent_id"] == r["span_id"] for r in roots)]

@@ -146,7 +146,8 @@ def dump_spans(spans) -> list[dict]:
             "parent_id": None if s.parent is None else format(s.parent.span_id, "016x"),
             "start_ns": s.start_time, "end_ns": s.end_time,
             "attributes": {k: _plain_attr(v) for k, v in (s.attributes or {}).items()},
-            "events": [{"name": e.name, "time_ns": e.timestamp} for e in s.events],
+            "events": [{"name": e.name, "time_ns": e.timestamp,
+                        "index": _plain_attr((e.attributes or {}).get("course.token_index"))} for e in s.events],
             "status": s.status.status_code.name,
         })
     return out
@@ -191,6 +192,19 @@ def spans_bad(ns):
     return _call(fn, [{"time": 0.0, "event": "token", "request_id": "ghost"}], provider.get_tracer("student"))
 
 
+def spans_after_end(ns):
+    """spans_from_events on a token event of a request that has already ended."""
+    fn = function(ns, "spans_from_events")
+    provider, _ = _provider()
+    model = {"gen_ai.request.model": "tiny-model"}
+    events = [{"time": 0.0, "event": "arrive", "request_id": "r0", "attributes": model},
+              {"time": 0.1, "event": "stage", "request_id": "r0", "stage": "prefill"},
+              {"time": 0.2, "event": "token", "request_id": "r0"},
+              {"time": 0.2, "event": "end", "request_id": "r0", "finish_reason": "stop"},
+              {"time": 0.3, "event": "token", "request_id": "r0"}]
+    return _call(fn, events, provider.get_tracer("student"))
+
+
 def metrics(ns, name: str, ids: list) -> list:
     """request_metrics(spans of request rid of set `name`) for each rid in `ids`: the keys of
     METRIC_KEYS it returned, or what it raised."""
@@ -209,11 +223,25 @@ def metrics_two(ns):
     return _call(function(ns, "request_metrics"), build_spans("trace_paths", {"r00", "r01"}))
 
 
+def metrics_no_root(ns):
+    """request_metrics on the stage spans of r00 of trace_paths without its root span."""
+    return _call(function(ns, "request_metrics"), [s for s in build_spans("trace_paths", {"r00"}) if s.parent])
+
+
 def percentile_of(ns, values: list, q) -> dict:
     """percentile(a copy of values, q), and whether the list it was given kept its order."""
     fn = function(ns, "percentile")
     given = list(values)
     return {"result": _call(fn, given, q), "unchanged": given == list(values)}
+
+
+NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def percentile_non_finite(ns, values: list, q) -> list:
+    """checks.record of percentile(values, q) with "nan" / "inf" / "-inf" in `values` made floats."""
+    fn = function(ns, "percentile")
+    return [record(fn, ([NON_FINITE.get(v, v) if isinstance(v, str) else v for v in values], q))]
 
 
 def calls(ns, fn_name: str, arg_lists: list) -> list:
@@ -224,9 +252,11 @@ def calls(ns, fn_name: str, arg_lists: list) -> list:
     return [record(fn, tuple(copy.deepcopy(list(args)))) for args in arg_lists]
 
 
-def groups(ns, name: str, by: str, edges: list, metric: str):
-    """group_percentiles(rows of set `name`, by, edges, metric)."""
-    return _call(function(ns, "group_percentiles"), rows_of(name), by, list(edges), metric)
+def groups(ns, name: str, by: str, edges: list, metric: str, qs=None):
+    """group_percentiles(rows of set `name`, by, edges, metric[, qs])."""
+    if qs is None:
+        return _call(function(ns, "group_percentiles"), rows_of(name), by, list(edges), metric)
+    return _call(function(ns, "group_percentiles"), rows_of(name), by, list(edges), metric, tuple(qs))
 
 
 def deviation(ns, incident: str, transform=None):

@@ -66,6 +66,15 @@ def test_buckets(observation, fn_name, calls, hint):
 
 @pytest.mark.probe("calls", "histogram_percentile", [[[1, 2, 3], EDGES, 50]])
 def test_rejects_counts_of_the_wrong_length(observation):
-    """Counts that are not one per bucket (len(boundaries) + 1) raise ValueError naming bucket_counts."""
+    """Counts that are not one per bucket (len(boundaries) + 1) raise ValueError naming bucket_counts
+    and showing them."""
     rec, = records(observation, 1, RECORD)
-    rejects(rec, "histogram_percentile(<[1, 2, 3]>)", "bucket_counts", "[1, 2, 3]")
+    rejects(rec, f"histogram_percentile([1, 2, 3], {EDGES!r}, 50)", "bucket_counts", [1, 2, 3])
+
+
+@pytest.mark.probe("calls", "histogram_percentile", [[[0, 0, 0, 0], EDGES, 50]])
+def test_rejects_counts_of_nothing(observation):
+    """Counts that count no sample (all zero) raise ValueError naming bucket_counts and showing them:
+    an empty histogram has no percentile, not the last edge."""
+    rec, = records(observation, 1, RECORD)
+    rejects(rec, f"histogram_percentile([0, 0, 0, 0], {EDGES!r}, 50)", "bucket_counts", [0, 0, 0, 0])

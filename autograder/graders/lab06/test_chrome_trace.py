@@ -22,6 +22,8 @@ pytestmark = pytest.mark.cell("chrome_trace_opens_in_perfetto",
 US_HINT = "Chrome trace events count time in MICROseconds: ts = start_ns / 1000, dur = (end_ns - start_ns) / 1000."
 TRACK_HINT = ("One track per request: every span of a request (root and stages) gets that request's tid, and no "
               "other request's; then stages nest inside their root.")
+TOKEN_HINT = ("Each \"token\" event of a span becomes {\"ph\": \"i\", \"s\": \"t\", \"name\": \"token\", \"ts\": us, "
+              "\"pid\": .., \"tid\": its request's track}: an instant on that request's track.")
 COUNTER_HINT = ("One {\"ph\": \"C\", \"name\": name, \"ts\": us, \"pid\": .., \"args\": {\"value\": value}} per "
                 "counter sample.")
 
@@ -45,9 +47,15 @@ def tracks(trace, what):
                     raise Fail(f"an \"X\" event has no {key!r}", got=describe(e),
                                hint="Complete events need name, ph, ts, dur, pid and tid.")
             xs.setdefault((e["pid"], e["tid"]), []).append(e)
+    instants: dict = {}
+    for e in ev:
+        if e.get("ph") == "i":
+            instants.setdefault(names.get((e.get("pid"), e.get("tid"))), []).append(
+                (str(e.get("name")), round(float(e.get("ts", -1)), 3)))
+    instants = {rid: sorted(v) for rid, v in instants.items()}
     counters = sorted((e.get("name"), round(float(e.get("ts", -1)), 3), json.dumps(e.get("args"), sort_keys=True))
                       for e in ev if e.get("ph") == "C")
-    return names, xs, counters
+    return names, xs, counters, instants
 
 
 def judge_tracks(g_names, g_xs, expected, hint):
@@ -93,20 +101,28 @@ def judge_nesting(g_xs, expected, hint):
          fixture="trace_mixed"),
     case("spans_nest_on_each_track", "trace_mixed", "nesting", TRACK_HINT, probe=("chrome", "trace_mixed"),
          points=2, fixture="trace_mixed"),
+    case("tokens_are_instants_on_their_track", "trace_paths", "instants", TOKEN_HINT, probe=("chrome", "trace_paths"),
+         fixture="trace_paths"),
     case("counters_are_c_events", "trace_queue_cancel", "counters", COUNTER_HINT,
          probe=("chrome", "trace_queue_cancel"), fixture="trace_queue_cancel"),
 ])
 def test_chrome_trace(observation, name, aspect, hint):
     """The export's tracks, "X" events (us), nesting and "C" counters against the reference's."""
     got = result_of({"result": observation}, f"to_chrome_trace(<spans of {name}>)")
-    e_names, e_xs, e_counters = tracks(ref.to_chrome_trace(build_spans(name), counters_of(name)), "expected")
-    g_names, g_xs, g_counters = tracks(got, "the result")
+    e_names, e_xs, e_counters, e_instants = tracks(ref.to_chrome_trace(build_spans(name), counters_of(name)),
+                                                   "expected")
+    g_names, g_xs, g_counters, g_instants = tracks(got, "the result")
     expected = {e_names[k]: sorted((x["name"], round(x["ts"], 3), round(x["dur"], 3)) for x in v)
                 for k, v in e_xs.items()}
     if aspect in ("units", "tracks"):
         judge_tracks(g_names, g_xs, expected, hint)
     if aspect == "nesting":
         judge_nesting(g_xs, expected, hint)
+    if aspect == "instants":
+        for rid, e in sorted(e_instants.items()):
+            if g_instants.get(rid) != e:
+                raise Fail(f"the \"i\" token events on the track of {rid!r} (name, ts us) are wrong",
+                           expected=e[:6], got=(g_instants.get(rid) or [])[:6], hint=hint)
     if aspect == "counters" and g_counters != e_counters:
         raise Fail("the \"C\" counter events (name, ts us, args) are wrong", expected=e_counters[:6],
                    got=g_counters[:6], hint=hint)

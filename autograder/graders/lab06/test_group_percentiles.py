@@ -19,37 +19,51 @@ HINT = ("Group i holds rows with edges[i-1] < value <= edges[i] (the first: valu
         "value > edges[-1]); skip rows whose metric is None; an empty group has n = 0 and None "
         "percentiles, never 0.")
 
-
-def row(name, set_name, by, edges, metric, *, points=1, visible=False):
-    return case(name, set_name, by, edges, metric, probe=("groups", set_name, by, edges, metric), points=points,
-                visible=visible, fixture=set_name)
+QS_HINT = ("Compute one percentile per q of `qs` (not always 50, 95 and 99), each under the key \"p\" + "
+           "format(q, \"g\"): qs=(25, 99.9) gives \"p25\" and \"p99.9\".")
 
 
-@pytest.mark.parametrize("name, by, edges, metric", [
+def row(name, set_name, by, edges, metric, *, qs=None, points=1, visible=False):
+    probe = ("groups", set_name, by, edges, metric) + (() if qs is None else (list(qs),))
+    return case(name, set_name, by, edges, metric, qs, probe=probe, points=points, visible=visible,
+                fixture=set_name)
+
+
+@pytest.mark.parametrize("name, by, edges, metric, qs", [
     row("ttft_by_input_length", "trace_mixed", "input_tokens", [128, 512, 1024], "ttft", points=2, visible=True),
     row("edges_are_inclusive_above", "trace_mixed", "input_tokens", [100, 129, 513], "e2e", points=2),
     row("empty_group_is_not_zero", "trace_mixed", "input_tokens", [10, 20, 5000], "ttft"),
     row("tpot_skips_one_token_requests", "trace_mixed", "output_tokens", [1, 8, 64], "tpot"),
     row("e2e_by_concurrency", "trace_kv_cache_incident", "concurrency", [2, 4, 8], "e2e"),
+    row("percentiles_named_by_qs", "trace_mixed", "input_tokens", [128, 512, 1024], "ttft", qs=[25, 99.9]),
 ])
-def test_groups(observation, name, by, edges, metric):
+def test_groups(observation, name, by, edges, metric, qs):
     """One dict per group (len(edges) + 1), each with the reference's lo, hi, n and percentiles."""
-    call = f"group_percentiles(<rows of {name}>, {by!r}, {list(edges)!r}, {metric!r})"
+    more = () if qs is None else (tuple(qs),)
+    call = (f"group_percentiles(<rows of {name}>, {by!r}, {list(edges)!r}, {metric!r}"
+            + (f", qs={more[0]!r})" if more else ")"))
     got = result_of({"result": observation}, call, HINT)
-    expected = ref.group_percentiles(rows_of(name), by, list(edges), metric)
+    expected = ref.group_percentiles(rows_of(name), by, list(edges), metric, *more)
+    keys = ("lo", "hi", "n") + tuple(f"p{q:g}" for q in (qs or (50, 95, 99)))
     if not isinstance(got, list) or len(got) != len(expected):
         raise Fail(f"{call} should return one dict per group ({len(expected)} groups for "
                    f"{len(edges)} edges)", expected=len(expected), got=describe(got), hint=HINT)
     for e, g in zip(expected, got):
         if not isinstance(g, dict):
             raise Fail(f"{call}: each group should be a dict", got=describe(g))
-        for key in ("lo", "hi", "n", "p50", "p95", "p99"):
+        for key in keys:
             if key not in g or not same(e[key], g[key]):
                 raise Fail(f"{call}: group ({e['lo']}, {e['hi']}] has the wrong {key!r}", expected=e[key],
-                           got=g.get(key, "(missing)"), hint=HINT)
+                           got=g.get(key, "(missing)"), hint=QS_HINT if qs else HINT)
 
 
 @pytest.mark.probe("groups", "trace_mixed", "input_tokens", [512, 128], "ttft")
 def test_rejects_decreasing_edges(observation):
     """Edges that are not increasing raise ValueError."""
     must_value_error(observation, "edges that are not increasing")
+
+
+@pytest.mark.probe("groups", "trace_mixed", "input_tokens", [128, 128, 512], "ttft")
+def test_rejects_repeated_edges(observation):
+    """Edges must be STRICTLY increasing: a repeated edge raises ValueError."""
+    must_value_error(observation, "edges that repeat a value (not strictly increasing)")

@@ -45,17 +45,25 @@ def test_percentile(observation, values, q):
                    hint="Sort a copy (sorted(values)), never the caller's list in place.")
 
 
-def bad_row(name, *calls):
-    """Calls (param, label, args) that must raise ValueError naming `param` and showing `label`."""
-    return case(name, [[param, label] for param, label, _ in calls],
-                probe=("calls", "percentile", [args for _, _, args in calls]))
+NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def bad_row(name, *calls, probe="calls"):
+    """Calls (param, args) that must raise ValueError naming `param` and showing the value it got
+    (checks.rejects: the value in any reasonable form, as every lab asks)."""
+    args = [list(a) for _, a in calls]
+    return case(name, [[param, a] for param, a in calls],
+                probe=("calls", "percentile", args) if probe == "calls" else (probe, *args[0]))
 
 
 @pytest.mark.parametrize("bad", [
-    bad_row("rejects_empty_values", ("values", "[]", [[], 50])),
-    bad_row("rejects_q_out_of_range", ("q", "101", [[1.0, 2.0], 101]), ("q", "-1", [[1.0, 2.0], -1])),
+    bad_row("rejects_empty_values", ("values", [[], 50])),
+    bad_row("rejects_q_out_of_range", ("q", [[1.0, 2.0], 101]), ("q", [[1.0, 2.0], -1])),
+    bad_row("rejects_non_finite_values", ("values", [[1.0, "nan", 3.0], 50]), probe="percentile_non_finite"),
 ])
 def test_percentile_rejects(observation, bad):
-    """Empty values, or q outside [0, 100], raise ValueError naming the parameter and showing its value."""
-    for (param, label), rec in zip(bad, records(observation, len(bad), RECORD)):
-        rejects(rec, f"percentile(<{label}>)", param, label)
+    """Empty or non-finite values, or q outside [0, 100], raise ValueError naming the parameter and
+    showing the value it got."""
+    for (param, (values, q)), rec in zip(bad, records(observation, len(bad), RECORD)):
+        values = [NON_FINITE.get(v, v) if isinstance(v, str) else v for v in values]
+        rejects(rec, f"percentile({values!r}, {q!r})", param, values if param == "values" else q)

@@ -63,3 +63,10 @@ def test_metrics_of_each_request(observation, name, ids, keys):
 def test_rejects_spans_of_two_requests(observation):
     """The spans of two requests raise ValueError: request_metrics measures one request."""
     must_value_error(observation, "the spans of two requests")
+
+
+@pytest.mark.probe("metrics_no_root")
+@pytest.mark.cell(fixture="trace_paths")
+def test_rejects_spans_without_a_root(observation):
+    """Stage spans without their root raise ValueError: there is no request to measure."""
+    must_value_error(observation, "spans without a root span")

@@ -75,6 +75,20 @@ def judge_spans(obs, name, aspects, hint):
             raise Fail(f"the status of the root span of {rid!r} is wrong", expected=e["status"],
                        got=g["status"], hint="A request that ends with finish reason error gets status "
                                              "ERROR (span.set_status(StatusCode.ERROR)).")
+    if "error_stages" in aspects:
+        for rid in sorted(expected):
+            if got[rid]["error_stages"] != expected[rid]["error_stages"]:
+                raise Fail(f"the stage spans of {rid!r} with status ERROR (name, start us) are wrong",
+                           expected=expected[rid]["error_stages"], got=got[rid]["error_stages"],
+                           hint="A request that ends with finish reason error marks its root AND the stage span "
+                                "the error interrupted (the one still open) with status ERROR; no other stage.")
+    if "token_index" in aspects:
+        for rid in sorted(expected):
+            if got[rid]["token_index"] != expected[rid]["token_index"]:
+                raise Fail(f"course.token_index of the \"token\" events of {rid!r} (in time order) is wrong",
+                           expected=expected[rid]["token_index"], got=got[rid]["token_index"],
+                           hint="Number each request's token events 0, 1, 2, ... in the attribute "
+                                "course.token_index.")
     if "traces" in aspects and len({g["trace_id"] for g in got.values()}) != len(got):
         raise Fail("several requests share one trace", hint="Start each root span in a fresh context "
                    "(context=trace.set_span_in_context(trace.INVALID_SPAN)) so it begins its own trace.")
@@ -88,6 +102,10 @@ def judge_spans(obs, name, aspects, hint):
     case("paths_token_events", "trace_paths", ["tokens"], None, probe=("spans", "trace_paths"),
          fixture="trace_paths"),
     case("error_sets_status", "trace_paths", ["status"], None, probe=("spans", "trace_paths"), fixture="trace_paths"),
+    case("error_marks_the_interrupted_stage", "trace_paths", ["error_stages"], None, probe=("spans", "trace_paths"),
+         fixture="trace_paths"),
+    case("token_events_are_numbered", "trace_paths", ["token_index"], None, probe=("spans", "trace_paths"),
+         fixture="trace_paths"),
     case("cancelled_while_queued", "trace_queue_cancel", ["tree", "attributes"], CUT_HINT,
          probe=("spans", "trace_queue_cancel"), points=2, fixture="trace_queue_cancel"),
     case("mixed_set_every_span", "trace_mixed", ["tree", "tokens", "attributes", "status"], CUT_HINT,
@@ -116,3 +134,9 @@ def test_one_trace_per_request(observation):
 def test_rejects_token_of_unknown_request(observation):
     """A token event of a request that never arrived raises ValueError."""
     must_value_error(observation, "a token event of a request that never arrived")
+
+
+@pytest.mark.probe("spans_after_end")
+def test_rejects_event_after_the_end(observation):
+    """A token event of a request that has already ended raises ValueError."""
+    must_value_error(observation, "a token event of a request that has already ended")

@@ -1,0 +1,24 @@
+"""Counts that count nothing are not rejected: the loop finds no bucket and an empty histogram
+reports the last edge as its percentile."""
+
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
+
+EXPECT_FAIL = {"buckets_and_histogram_percentile": ["rejects_counts_of_nothing"]}
+
+
+def histogram_percentile(bucket_counts, boundaries, q):
+    if len(bucket_counts) != len(boundaries) + 1:
+        raise ValueError(f"`bucket_counts` must have len(boundaries) + 1 = {len(boundaries) + 1} entries, "
+                         f"got {list(bucket_counts)!r}.")
+    total = sum(bucket_counts)
+    # BUG: no check that the counts count something
+    rank = q / 100 * total
+    before = 0
+    for i, count in enumerate(bucket_counts):
+        if count > 0 and before + count >= rank:
+            if i == len(boundaries):
+                return float(boundaries[-1])
+            lower = 0.0 if i == 0 else boundaries[i - 1]
+            return lower + (boundaries[i] - lower) * (rank - before) / count
+        before += count
+    return float(boundaries[-1])
