@@ -1,4 +1,6 @@
 """Returns a one-element list instead of an int (and never checks the shape)."""
+import torch
+
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"greedy_token_picks_argmax": ["peaked_distribution", "exact_tie_goes_to_lowest_id"]}

@@ -1,5 +1,7 @@
 """Takes the argmax of exp(logits): overflow turns several logits into inf (and the
 shape is never checked)."""
+import torch
+
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"greedy_token_picks_argmax": ["extreme_logits"]}

@@ -1,5 +1,7 @@
 """Takes the last maximum, so an exact tie goes to the highest id (and the shape is
 never checked)."""
+import torch
+
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"greedy_token_picks_argmax": ["exact_tie_goes_to_lowest_id"]}
