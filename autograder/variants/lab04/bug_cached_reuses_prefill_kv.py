@@ -1,23 +1,39 @@
 """Keeps passing the cache returned by prefill and ignores the one decode returns:
-every step forgets the tokens generated before it."""
-import torch
-
-from autograder.reference.lab04 import (changed_positions, generate_uncached,  # noqa: F401
-                                        latency_metrics, serve_request)
+every step forgets the tokens generated before it. (Nor does it check the prompt or
+eos_token_id.)"""
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"generate_cached_prefills_once": ["matches_uncached_on_toy"]}
 
+_generate_cached = generate_cached   # the solution's, kept before it is replaced (serve_request uses it)
+
 
 def generate_cached(decoder, input_ids, max_new_tokens, eos_token_id=None, on_token=None):
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")
-    logits, prompt_kv = decoder.prefill(input_ids)
-    out = [int(logits[0, -1].argmax())]
-    if on_token is not None:
-        on_token(out[-1])
-    while len(out) < max_new_tokens and out[-1] != eos_token_id:
-        logits, _ = decoder.decode(torch.tensor([[out[-1]]]), prompt_kv)  # BUG: stale cache
-        out.append(int(logits[0, -1].argmax()))
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:   # BUG: only
+        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")   # max_new_tokens checked
+    logits, kv = decoder.prefill(input_ids.clone())
+    new_tokens = []
+    while True:
+        token = int(torch.argmax(logits[0, -1]))
+        new_tokens.append(token)
         if on_token is not None:
-            on_token(out[-1])
-    return out
+            on_token(token)
+        if token == eos_token_id or len(new_tokens) == max_new_tokens:
+            return new_tokens
+        step = torch.tensor([[token]], dtype=torch.long)
+        logits, _ = decoder.decode(step, kv)                 # BUG: the prefill's cache every step
+
+
+def serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eos_token_id=None):
+    # the solution's, on the solution's generate_cached: the bug stays in generate_cached alone
+    now = clock()
+    if isinstance(arrival_time, bool) or not isinstance(arrival_time, (int, float)) \
+            or not math.isfinite(arrival_time):
+        raise ValueError(f"`arrival_time` must be a finite number, got {arrival_time!r}.")
+    if arrival_time > now:
+        raise ValueError(f"`arrival_time` must not be later than the clock's current time {now!r}, "
+                         f"got {arrival_time!r}.")
+    token_times = []
+    tokens = _generate_cached(decoder, input_ids, max_new_tokens, eos_token_id,
+                              on_token=lambda _token: token_times.append(clock()))
+    return {"tokens": tokens, "token_times": token_times, **latency_metrics(arrival_time, token_times)}

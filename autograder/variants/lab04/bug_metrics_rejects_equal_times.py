@@ -1,26 +1,32 @@
 """Demands strictly increasing timestamps, so two tokens delivered at the same
-instant (allowed by the contract) are rejected."""
-import math
-
-from autograder.reference.lab04 import (changed_positions, generate_cached,  # noqa: F401
-                                        generate_uncached, serve_request)
+instant (allowed by the contract) are rejected. (Nor does it reject a bool timestamp.)"""
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
 EXPECT_FAIL = {"latency_metrics_ttft_tpot": ["equal_timestamps_allowed"]}
 
 
 def latency_metrics(arrival_time, token_times):
-    if not isinstance(arrival_time, (int, float)) or not math.isfinite(arrival_time) or arrival_time < 0:
-        raise ValueError(f"`arrival_time` must be a finite number >= 0, got {arrival_time!r}.")
-    if len(token_times) == 0:
-        raise ValueError("`token_times` must not be empty, got [].")
-    previous = arrival_time
-    for i, t in enumerate(token_times):
-        if not math.isfinite(t):
-            raise ValueError(f"`token_times[{i}]` must be finite, got {t!r}.")
-        if t < previous or (i > 0 and t == previous):  # BUG: equal times are allowed
-            raise ValueError(f"`token_times` must increase, got {t!r} after {previous!r}.")
-        previous = t
-    n = len(token_times)
-    return {"ttft": token_times[0] - arrival_time,
-            "tpot": (token_times[-1] - token_times[0]) / (n - 1) if n > 1 else None,
-            "e2e": token_times[-1] - arrival_time}
+    def finite(name, x):
+        if not isinstance(x, (int, float)) or not math.isfinite(x):   # BUG: True passes as 1
+            raise ValueError(f"`{name}` must be a finite number, got {x!r}.")
+        return float(x)
+
+    arrival = finite("arrival_time", arrival_time)
+    if arrival < 0:
+        raise ValueError(f"`arrival_time` must be >= 0, got {arrival_time!r}.")
+    if not isinstance(token_times, (list, tuple)):
+        raise ValueError(f"`token_times` must be a list of timestamps, got {type(token_times).__name__}.")
+    if not token_times:
+        raise ValueError("`token_times` must hold at least one timestamp, got [].")
+    times = [finite(f"token_times[{i}]", t) for i, t in enumerate(token_times)]
+    if times[0] < arrival:
+        raise ValueError(f"`token_times[0]` must be >= `arrival_time` ({arrival_time!r}), "
+                         f"got {token_times[0]!r}.")
+    for i in range(1, len(times)):
+        if times[i] <= times[i - 1]:   # BUG: equal times are allowed
+            raise ValueError(f"`token_times` must be non-decreasing, got {token_times[i]!r} after "
+                             f"{token_times[i - 1]!r} at index {i}.")
+    gaps = len(times) - 1
+    return {"ttft": times[0] - arrival,
+            "tpot": (times[-1] - times[0]) / gaps if gaps else None,
+            "e2e": times[-1] - arrival}
