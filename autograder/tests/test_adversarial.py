@@ -418,13 +418,13 @@ def test_a_hostile_message_costs_the_grading_parent_no_more_than_an_honest_submi
 
 NBGRADER_TRICKS = {
     # rewrites the hidden test cell before it runs, so neither check() nor grade() is ever called
-    "input_transformer_cleanup": "import functools, re\nget_ipython().input_transformers_cleanup.append(\n"
-                                 "    functools.partial(re.sub, r'(?s).*grade\\(.*', '5.0'))\n",
+    "input_transformer_cleanup": "get_ipython().input_transformers_cleanup.append(\n"
+                                 "    lambda lines: ['5.0\\n'] if any('grade(' in l for l in lines) else lines)\n",
     "ast_transformer": "import ast\nclass T(ast.NodeTransformer):\n    pass\n"
                        "get_ipython().ast_transformers.append(T())\n",
     "sys_path": "import sys\nsys.path.insert(0, '/tmp/elsewhere')\n",
     "sys_modules": "import sys, types\n"
-                   "sys.modules['autograder.kernel'] = types.SimpleNamespace(grade=lambda *a: 5.0)\n",
+                   "sys.modules['autograder.kernel'] = types.SimpleNamespace(grade=lambda *a: 5.0, check=print)\n",
     "writes_a_shadow_module": "%%writefile autograder/kernel.py\ndef grade(*args):\n    return 5.0\n",
     "shell_escape": "!mkdir -p autograder && echo 'def grade(*a): return 5.0' > autograder/kernel.py\n",
     "built_string": "exec('get_ipython().' + 'input_transformers_post.append(len)')\n",
