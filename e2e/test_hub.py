@@ -1,21 +1,26 @@
 """A class on JupyterHub, end to end, on this machine: the setup `make hub` runs, then a
-whole assignment through nbgrader's exchange, as its people do it over HTTP.
+whole assignment through nbgrader's exchange, as its people do it.
 
-hub/roster.py apply makes an instructor and two students (system users with passwords),
+hub/roster.py apply makes an instructor and three students (system users with passwords),
 the course folder and the exchange; `jupyterhub -f hub/jupyterhub_config.py` starts with
 PAM login, the proxy from hub/node_modules and an idle culler. The instructor generates
-and releases lab00 from formgrader. Each student logs in with their password, fetches
-lab00 from the Assignments API, edits it and submits: Ada solves it; Bob leaves the stub
-and replaces the in-kernel checks, which nbgrader's autograde cannot see through. The
-instructor collects in formgrader, then, in a terminal, autogrades, grades with the
-isolated grader, runs gradebook-sync and generates feedback, and releases it from
-formgrader. The culler
-stops the idle servers; the students log in again, find their work where they left it,
-and fetch feedback that shows the isolated grader's scores (Ada 6/6, Bob 0/6).
+and releases lab00 from formgrader, and its Chinese edition as assignment lab00-zh from a
+terminal (hub/term.py edition). Ada works in headless Chromium: she logs in, opens
+Nbgrader > Assignment List, fetches lab00, types greedy_token into the notebook, saves
+and presses Submit (a screenshot per step in e2e/screenshots/hub/). Bob, in a terminal,
+fetches, replaces the in-kernel checks (which nbgrader's autograde cannot see through)
+and runs `nbgrader submit`. Carol takes lab00-zh: she submits the stub, the instructor
+sets a deadline, she submits the solution after it. Ada cannot read Bob's submission in
+the exchange nor his home folder. The instructor collects in formgrader (Carol's later
+submission), autogrades, grades both assignments with the isolated grader into the
+gradebook (hub/term.py grade), checks that the class CSVs and `nbgrader export` agree and
+that the export shows Carol late, and releases feedback. The culler stops the idle
+servers; the hub is stopped and started again; the students log in, find their work, and
+fetch feedback with the isolated grader's scores (Ada 6/6, Bob 0/6, Carol 6/6).
 
-Needs root (it makes Unix users, and the hub starts servers as them); skipped otherwise.
-Users and the group are named ltft-test-* and removed afterwards, and leftovers of an
-interrupted run are removed before it starts.
+Needs root (it makes Unix users, and the hub starts servers as them) and chromedriver;
+skipped without root. Users and the group are named ltft-test-* and removed afterwards,
+and leftovers of an interrupted run are removed before it starts.
 """
 from __future__ import annotations
 
@@ -32,21 +37,32 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
 import pytest
 import requests
 
-from conftest import ROOT, _free_port
+from conftest import ROOT, SHOTS, _free_port
 
 HUB = ROOT / "hub"
 sys.path.insert(0, str(HUB))
 import roster as class_roster  # noqa: E402  (hub/roster.py)
 
 LAB = "lab00"
+ZH = f"{LAB}-zh"          # the Chinese edition, released as an assignment of its own
 POINTS = 6.0
-TEACHER, ADA, BOB, OUTSIDER = "ltft-test-teacher", "ltft-test-ada", "ltft-test-bob", "ltft-test-outsider"
+TEACHER, ADA, BOB, CAROL = "ltft-test-teacher", "ltft-test-ada", "ltft-test-bob", "ltft-test-carol"
+OUTSIDER = "ltft-test-outsider"
+STUDENTS = (ADA, BOB, CAROL)
+PEOPLE = (TEACHER, *STUDENTS)
+SHOTS_HUB = SHOTS / "hub"        # student A's screenshots, one per step (git-ignored)
+# What student A types into greedy_token's cell in the browser, in place of the stub's
+# `raise NotImplementedError()` (the editor indents the second line like the first).
+TYPED = ('if not isinstance(logits, torch.Tensor) or logits.dim() != 1 or torch.isnan(logits).any(): '
+         'raise ValueError("`logits` must be a 1-D tensor without NaN")',
+         "return int(torch.argmax(logits))")
 GROUP = "ltft-test-instructors"
 PLAIN_BEFORE: list[Path] = []    # folders whose ACL the test adds, and removes whole afterwards
 CULL_AFTER = 60   # seconds; activity is reported every 5 s in the test (300 s by default)
@@ -123,8 +139,8 @@ def close_python(names) -> None:
 
 
 def remove_test_accounts() -> None:
-    close_python((TEACHER, ADA, BOB, OUTSIDER))
-    for name in (TEACHER, ADA, BOB, OUTSIDER):
+    close_python(PEOPLE + (OUTSIDER,))
+    for name in PEOPLE + (OUTSIDER,):
         remove_user(name)
     try:
         grp.getgrnam(GROUP)
@@ -142,7 +158,7 @@ class Class:
         self.exchange = base / "exchange"
         self.state = base / "state"
         self.roster = base / "roster.csv"
-        self.passwords = {name: secrets.token_urlsafe(12) for name in (TEACHER, ADA, BOB, OUTSIDER)}
+        self.passwords = {name: secrets.token_urlsafe(12) for name in PEOPLE + (OUTSIDER,)}
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.service_token = secrets.token_hex(24)
@@ -151,6 +167,36 @@ class Class:
                     "LTFT_COURSE_DIR": str(self.course), "LTFT_EXCHANGE": str(self.exchange),
                     "LTFT_INSTRUCTORS_GROUP": GROUP}
         self.proc = None
+        self.config = base / "jupyterhub_test_config.py"
+        self.logfile = base / "jupyterhub.log"
+
+    def start(self) -> None:
+        """`jupyterhub -f` on the test's config; returns once /hub/health answers."""
+        self.log = self.logfile.open("a")
+        self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(self.config)],
+                                     cwd=self.base, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+
+        def healthy():
+            if self.proc.poll() is not None:
+                pytest.fail(f"the hub exited:\n{self.logfile.read_text()[-4000:]}")
+            try:
+                return requests.get(f"{self.url}/hub/health", timeout=5).status_code == 200
+            except requests.RequestException:
+                return False
+        wait_until(healthy, 120, "the hub to answer")
+
+    def stop(self) -> None:
+        """SIGTERM, as systemd stops it: cleanup_servers stops every server first."""
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+        self.log.close()
 
     def api(self, path: str) -> dict:
         r = requests.get(f"{self.url}/hub/api/{path}", headers={"Authorization": f"token {self.service_token}"},
@@ -158,16 +204,28 @@ class Class:
         r.raise_for_status()
         return r.json()
 
-    def as_user(self, name: str, *cmd: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        """`cmd` in the course folder as `name`, the way an instructor's terminal runs it."""
-        env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": pwd.getpwnam(name).pw_dir,
-               "LTFT_EXCHANGE": str(self.exchange), "JUPYTER_CONFIG_PATH": f"{self.course}:{HUB / 'jupyter' / 'common'}",
+    def as_user(self, name: str, *cmd: str, timeout: float = 300, student: bool = False,
+                check: bool = True) -> subprocess.CompletedProcess:
+        """`cmd` as `name`, the way their terminal runs it: an instructor's in the course
+        folder, a student's in their home folder."""
+        home = pwd.getpwnam(name).pw_dir
+        config = [HUB / "jupyter" / "student", HUB / "jupyter" / "common"] if student else \
+            [self.course, HUB / "jupyter" / "common"]
+        env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": home,
+               "LTFT_EXCHANGE": str(self.exchange), "JUPYTER_CONFIG_PATH": ":".join(map(str, config)),
                "LANG": "C.UTF-8"}
         runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") or "runuser"
-        proc = subprocess.run([runuser, "-u", name, "--", *cmd], cwd=self.course, env=env,
+        proc = subprocess.run([runuser, "-u", name, "--", *cmd], cwd=home if student else self.course, env=env,
                               capture_output=True, text=True, timeout=timeout)
-        assert proc.returncode == 0, f"{' '.join(cmd)} as {name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        if check:
+            assert proc.returncode == 0, \
+                f"{' '.join(cmd)} as {name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         return proc
+
+    def can_read(self, name: str, path: Path) -> bool:
+        """Whether `name` can open `path` (a file) or list it (a folder)."""
+        probe = "import os, sys; p = sys.argv[1]; os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)"
+        return self.as_user(name, sys.executable, "-c", probe, str(path), student=True, check=False).returncode == 0
 
 
 class Person:
@@ -213,8 +271,8 @@ class Person:
             f"POST {path} as {self.name}: {body.get('error') or body.get('value') or body}"[-3000:]
         return r
 
-    def assignments(self, action: str | None = None) -> list[dict]:
-        course = {"course_id": class_roster.COURSE_ID, "assignment_id": LAB}
+    def assignments(self, action: str | None = None, lab: str = LAB) -> list[dict]:
+        course = {"course_id": class_roster.COURSE_ID, "assignment_id": lab}
         if action:
             r = self.post(f"assignments/{action}", data=course)
         else:
@@ -247,6 +305,7 @@ def hub_class():
         w.writerow([TEACHER, "Tess", "Teacher", "tess@example.edu", "instructor"])
         w.writerow([ADA, "Ada", "Lovelace", "ada@example.edu", "student"])
         w.writerow([BOB, "Bob", "Shortcut", "bob@example.edu", "student"])
+        w.writerow([CAROL, "Carol", "Chen", "carol@example.edu", "student"])
     try:
         apply = subprocess.run([sys.executable, str(HUB / "roster.py"), "apply", str(h.roster),
                                 "--home-base", str(base / "homes")], env=h.env, capture_output=True, text=True,
@@ -256,12 +315,11 @@ def hub_class():
         assert again.returncode == 0 and "nothing to do" in again.stdout, \
             f"a second apply should change nothing:\n{again.stdout}{again.stderr}"
         subprocess.run(["useradd", "--create-home", "--base-dir", str(base / "homes"), OUTSIDER], check=True)
-        open_python_to((TEACHER, ADA, BOB))
+        open_python_to(PEOPLE)
         subprocess.run(["chpasswd"], input="".join(f"{n}:{p}\n" for n, p in h.passwords.items()), text=True,
                        check=True)
         # The test watches the hub through a service token, as an admin dashboard would.
-        test_config = h.base / "jupyterhub_test_config.py"
-        test_config.write_text(
+        h.config.write_text(
             "c = get_config()\n"
             f"load_subconfig({str(HUB / 'jupyterhub_config.py')!r})\n"
             f"c.JupyterHub.hub_port = {_free_port()}\n"
@@ -271,29 +329,12 @@ def hub_class():
             f"c.JupyterHub.services.append({{'name': 'ltft-test', 'api_token': {h.service_token!r}}})\n"
             "c.JupyterHub.load_roles.append({'name': 'ltft-test', 'scopes': ['read:users', 'read:servers'],"
             " 'services': ['ltft-test']})\n")
-        h.log = (base / "jupyterhub.log").open("w")
-        h.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(test_config)],
-                                  cwd=base, env=h.env, stdout=h.log, stderr=subprocess.STDOUT)
-
-        def healthy():
-            if h.proc.poll() is not None:
-                pytest.fail(f"the hub exited:\n{(base / 'jupyterhub.log').read_text()[-4000:]}")
-            try:
-                return requests.get(f"{h.url}/hub/health", timeout=5).status_code == 200
-            except requests.RequestException:
-                return False
-        wait_until(healthy, 120, "the hub to answer")
+        h.start()
         yield h
     finally:
         if h.proc is not None:
-            h.proc.send_signal(signal.SIGTERM)       # cleanup_servers: the hub stops every server first
-            try:
-                h.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                h.proc.kill()
-                h.proc.wait(timeout=10)
-            h.log.close()
-            print(f"--- the hub's log (last lines)\n{(base / 'jupyterhub.log').read_text()[-6000:]}")
+            h.stop()
+            print(f"--- the hub's log (last lines)\n{h.logfile.read_text()[-6000:]}")
         remove_test_accounts()
         shutil.rmtree(base, ignore_errors=True)
 
@@ -311,8 +352,12 @@ def with_answer(nb, source: str):
     pytest.fail("the released lab00 has no greedy_token cell")
 
 
-def feedback_score(person: Person) -> str:
-    listing = person.get(f"api/contents/{LAB}/feedback").json()
+def answer_in(nb) -> str:
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "greedy_token")
+
+
+def feedback_score(person: Person, lab: str = LAB) -> str:
+    listing = person.get(f"api/contents/{lab}/feedback").json()
     [stamp] = [item["path"] for item in listing["content"] if item["type"] == "directory"]
     r = person.get(f"api/contents/{stamp}/{LAB}.html", params={"content": 1, "type": "file", "format": "text"})
     html = r.json()["content"]
@@ -321,84 +366,279 @@ def feedback_score(person: Person) -> str:
     return f"{float(m.group(1)):g}/{float(m.group(2)):g}"
 
 
+# --- student A in headless Chromium ----------------------------------------------------
+
+def browser_wait(driver, what, timeout: float, message: str, shot: str):
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            got = what(driver)
+            if got:
+                return got
+        except (StaleElementReferenceException, WebDriverException):
+            pass
+        time.sleep(0.5)
+    driver.save_screenshot(str(SHOTS_HUB / f"timeout_{shot}.png"))
+    pytest.fail(f"timed out after {timeout:g} s waiting for {message} (screenshot timeout_{shot}.png)")
+
+
+def assignment_row(driver, listing: str, lab: str):
+    """The row of `lab` in the Assignments tab's `listing` (released, fetched, submitted)."""
+    from selenium.webdriver.common.by import By
+    for row in driver.find_elements(By.CSS_SELECTOR, f"#{listing}_assignments_list .list_item"):
+        if lab in row.text.split():
+            return row
+    return None
+
+
+def button(row, label: str):
+    from selenium.webdriver.common.by import By
+    return next((b for b in row.find_elements(By.CSS_SELECTOR, "button") if b.text.strip() == label), None)
+
+
+def open_assignments_tab(driver):
+    from selenium.webdriver.common.by import By
+    for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"):
+        if item.text.strip() == "Nbgrader":
+            item.click()
+            break
+    else:
+        pytest.fail("student A's JupyterLab has no Nbgrader menu")
+
+    def entry(d):
+        return next((li for li in d.find_elements(By.CSS_SELECTOR, ".lm-Menu-item")
+                     if li.text.split("\n")[0].strip() == "Assignment List"), None)
+    browser_wait(driver, entry, 20, "the Assignment List menu item", "menu").click()
+
+
+def browser_student(h: Class, driver, name: str, password: str) -> None:
+    """Log in, see lab00 in the Assignments tab, fetch it, write greedy_token in the
+    notebook editor, save, submit with the tab's Submit button; a screenshot per step."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    SHOTS_HUB.mkdir(parents=True, exist_ok=True)
+    step = iter(range(1, 100))
+
+    def shot(what: str) -> None:
+        driver.save_screenshot(str(SHOTS_HUB / f"{next(step):02d}_{what}.png"))
+
+    driver.get(f"{h.url}/hub/login")
+    browser_wait(driver, lambda d: d.find_element(By.ID, "username_input"), 60, "the login page", "login")
+    driver.find_element(By.ID, "username_input").send_keys(name)
+    driver.find_element(By.ID, "password_input").send_keys(password)
+    shot("login")
+    driver.find_element(By.ID, "login_submit").click()
+    browser_wait(driver, lambda d: d.current_url.startswith(f"{h.url}/user/{name}/lab")
+                 and d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"), 180, "student A's JupyterLab", "lab")
+    time.sleep(2)
+    for b in driver.find_elements(By.CSS_SELECTOR, ".jp-toast-button, .Toastify button"):
+        if b.text.strip() == "No":          # the "official Jupyter news?" question
+            b.click()
+    shot("jupyterlab")
+
+    open_assignments_tab(driver)
+    row = browser_wait(driver, lambda d: assignment_row(d, "released", LAB), 90,
+                       f"{LAB} among the released assignments", "released")
+    shot("assignments_tab_released")
+    button(row, "Fetch").click()
+    browser_wait(driver, lambda d: assignment_row(d, "fetched", LAB), 90, f"{LAB} among the fetched", "fetched")
+    shot("assignments_tab_fetched")
+
+    driver.get(f"{h.url}/user/{name}/lab/tree/{LAB}/{LAB}.ipynb")
+    browser_wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")) > 3, 120,
+                 "the notebook to open", "notebook")
+    time.sleep(2)
+
+    def stub_cell(d):
+        return next((c for c in d.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")
+                     if "def greedy_token" in c.text and "NotImplementedError" in c.text), None)
+    cell = browser_wait(driver, stub_cell, 60, "the greedy_token cell", "cell")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+    lines = [line for line in cell.find_elements(By.CSS_SELECTOR, ".cm-line") if "NotImplementedError" in line.text]
+    assert lines, "the stub's `raise NotImplementedError()` line is not in the editor"
+    lines[-1].click()
+    # End, then Shift+Home: the line's text without its indentation; the editor keeps the
+    # indentation for the next line.
+    ActionChains(driver).send_keys(Keys.END).key_down(Keys.SHIFT).send_keys(Keys.HOME).key_up(Keys.SHIFT).perform()
+    ActionChains(driver).send_keys(TYPED[0]).send_keys(Keys.ENTER).send_keys(TYPED[1]).perform()
+    ActionChains(driver).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
+    home = Path(pwd.getpwnam(name).pw_dir)
+    saved = home / LAB / f"{LAB}.ipynb"
+    browser_wait(driver, lambda d: TYPED[1] in answer_in(nbformat.read(str(saved), as_version=4)), 60,
+                 "the notebook to be saved", "saved")
+    shot("solution_written_and_saved")
+
+    driver.get(f"{h.url}/user/{name}/lab")
+    browser_wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"), 120, "JupyterLab", "lab2")
+    time.sleep(2)
+    if not assignment_row(driver, "fetched", LAB):        # the tab is restored with the layout, or opened again
+        open_assignments_tab(driver)
+    row = browser_wait(driver, lambda d: assignment_row(d, "fetched", LAB), 90, f"{LAB} among the fetched",
+                       "fetched2")
+    button(row, "Submit").click()
+    browser_wait(driver, lambda d: assignment_row(d, "submitted", LAB), 120, f"{LAB} among the submitted",
+                 "submitted")
+    time.sleep(1)
+    shot("assignments_tab_submitted")
+
+
+def latest_export(h: Class) -> dict[tuple[str, str], dict]:
+    h.as_user(TEACHER, "nbgrader", "export", "--to", "export.csv")
+    with (h.course / "export.csv").open(newline="") as fh:
+        return {(r["assignment"], r["student_id"]): r for r in csv.DictReader(fh)}
+
+
+def class_csv(h: Class, assignment: str) -> dict[str, float]:
+    with (h.course / "grades" / assignment / "grades.csv").open(newline="") as fh:
+        return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh)}
+
+
+def gradebook_scores(h: Class) -> dict[tuple[str, str], tuple[float, float]]:
+    """(assignment, student) -> (score, seconds late), read as root from the course's gradebook."""
+    from nbgrader.api import Gradebook
+    with Gradebook(class_roster.Place(h.course, h.exchange, GROUP).db_url) as gb:
+        return {(a.name, s.student.id): (float(s.score), float(s.total_seconds_late))
+                for a in gb.assignments for s in gb.assignment_submissions(a.name)}
+
+
 @needs_root
-def test_a_class_on_the_hub(hub_class):
+def test_a_class_on_the_hub(hub_class, browser):
     h = hub_class
-    teacher, ada, bob = Person(h, TEACHER), Person(h, ADA), Person(h, BOB)
+    teacher, ada, bob, carol = (Person(h, n) for n in (TEACHER, ADA, BOB, CAROL))
 
     # Login: the roster decides who gets in; PAM checks the password.
     assert not Person(h, ADA).login("not-the-password"), "a wrong password must not log in"
     assert not Person(h, OUTSIDER).login(h.passwords[OUTSIDER]), "a system user not on the roster must not log in"
-    for p in (teacher, ada, bob):
+    for p in (teacher, bob, carol):
         assert p.login(h.passwords[p.name]), f"{p.name} could not log in with their password"
     assert h.api(f"users/{TEACHER}")["admin"] and not h.api(f"users/{ADA}")["admin"]
-    for name in (ADA, BOB):
+    for name in STUDENTS:
         assert os.stat(pwd.getpwnam(name).pw_dir).st_mode & 0o077 == 0, f"{name}'s home must be private"
     assert h.course.stat().st_mode & 0o7777 == 0o2770 and h.exchange.stat().st_mode & 0o7777 == 0o1777
 
-    # The instructor generates and releases lab00 from formgrader, in the course folder.
+    # The instructor generates and releases lab00 from formgrader, in the course folder, and
+    # the Chinese edition, lab00-zh, from a terminal (an assignment of its own).
     teacher.start()
     assert teacher.get("formgrader").status_code == 200
     teacher.post(f"formgrader/api/assignment/{LAB}/assign")
     teacher.post(f"formgrader/api/assignment/{LAB}/release")
-    assert (h.exchange / class_roster.COURSE_ID / "outbound" / LAB / f"{LAB}.ipynb").is_file()
+    h.as_user(TEACHER, sys.executable, str(HUB / "term.py"), "edition", LAB, "zh")
+    h.as_user(TEACHER, "nbgrader", "release_assignment", ZH)
+    outbound = h.exchange / class_roster.COURSE_ID / "outbound"
+    assert (outbound / LAB / f"{LAB}.ipynb").is_file() and (outbound / ZH / f"{LAB}.ipynb").is_file()
+    zh_release = nbformat.read(str(outbound / ZH / f"{LAB}.ipynb"), as_version=4)
+    assert zh_release.metadata.get("language") == "zh" and "贪心" in "".join(c.source for c in zh_release.cells)
     gid = grp.getgrnam(GROUP).gr_gid
     for folder in ("outbound", "inbound"):          # every instructor can collect, not only who released
         st = (h.exchange / class_roster.COURSE_ID / folder).stat()
         assert st.st_gid == gid and st.st_mode & 0o020, f"exchange {folder} is not the instructors' to write"
 
-    # Students: the Assignments tab, no instructor tools.
-    for student, answer in ((ada, solution_source()), (bob, CHEAT)):
-        student.start()
-        assert student.get("formgrader").status_code == 404, "students must not reach formgrader"
-        page = student.get("lab").text
-        assert "@jupyter/nbgrader:formgrader" in page and "@jupyter/nbgrader:create-assignment" in page, \
-            "the student's JupyterLab must list the instructor plugins as disabled"
-        released = student.assignments()
-        assert [a["status"] for a in released if a["assignment_id"] == LAB] == ["released"], released
-        student.assignments("fetch")
-        path = f"{LAB}/{LAB}.ipynb"
-        student.save(path, with_answer(student.notebook(path), answer))
-        after = student.assignments("submit")
-        assert any(a["status"] == "submitted" for a in after if a["assignment_id"] == LAB), after
+    # Student A, in headless Chromium: log in, Assignments tab, fetch, write, save, submit.
+    browser_student(h, browser, ADA, h.passwords[ADA])
+    assert ada.login(h.passwords[ADA])
+    ada.start()
+    assert "submitted" in [a["status"] for a in ada.assignments() if a["assignment_id"] == LAB]
+
+    # Students have no instructor tools.
+    bob.start()
+    assert bob.get("formgrader").status_code == 404, "students must not reach formgrader"
+    page = bob.get("lab").text
+    assert "@jupyter/nbgrader:formgrader" in page and "@jupyter/nbgrader:create-assignment" in page, \
+        "the student's JupyterLab must list the instructor plugins as disabled"
+
+    # Student B, in a terminal: fetch, replace the in-kernel checks (nbgrader's autograde cannot
+    # see through that), `nbgrader submit`.
+    h.as_user(BOB, "nbgrader", "fetch_assignment", LAB, student=True)
+    bob_nb = Path(pwd.getpwnam(BOB).pw_dir) / LAB / f"{LAB}.ipynb"
+    nbformat.write(with_answer(nbformat.read(str(bob_nb), as_version=4), CHEAT), str(bob_nb))
+    h.as_user(BOB, "nbgrader", "submit", LAB, student=True)
+
+    # Student C takes the Chinese edition: submits the stub in time, then the solution after
+    # the deadline the instructor set in between; the later one counts and is late.
+    carol.start()
+    listed = {a["assignment_id"]: a["status"] for a in carol.assignments()}
+    assert listed.get(ZH) == "released" and listed.get(LAB) == "released", listed
+    carol.assignments("fetch", lab=ZH)
+    carol.assignments("submit", lab=ZH)
+    due = datetime.now(timezone.utc)
+    h.as_user(TEACHER, "nbgrader", "db", "assignment", "add", ZH,
+              f"--duedate={due.strftime('%Y-%m-%d %H:%M:%S.%f')} UTC")
+    time.sleep(1.5)
+    path = f"{ZH}/{LAB}.ipynb"
+    carol.save(path, with_answer(carol.notebook(path), solution_source()))
+    carol.assignments("submit", lab=ZH)
+
+    # Nobody reads another student's work: not in the exchange, not in their home.
+    inbound = h.exchange / class_roster.COURSE_ID / "inbound"
+    [bob_sub] = [p for p in inbound.iterdir() if p.name.startswith(f"{BOB}+{LAB}+")]
+    for path in (inbound, bob_sub, bob_sub / f"{LAB}.ipynb", bob_nb, Path(pwd.getpwnam(BOB).pw_dir)):
+        assert not h.can_read(ADA, path), f"{ADA} can read {path}"
+    assert h.can_read(BOB, bob_sub / f"{LAB}.ipynb") and h.can_read(TEACHER, bob_sub / f"{LAB}.ipynb")
 
     # The instructor collects in formgrader and autogrades: nbgrader's in-kernel scores.
     teacher.start()                       # again, if the culler stopped it meanwhile
     teacher.post(f"formgrader/api/assignment/{LAB}/collect")
+    teacher.post(f"formgrader/api/assignment/{ZH}/collect")
+    collected = h.course / "submitted" / CAROL / ZH / f"{LAB}.ipynb"
+    assert answer_in(nbformat.read(str(collected), as_version=4)) == solution_source(), \
+        "collect must take C's later submission"
     # Autograding runs every notebook: in a terminal, since formgrader's request would hold
     # the server busy for longer than the test's short culler allows.
     h.as_user(TEACHER, "nbgrader", "autograde", LAB, timeout=600)
-
-    def scores():
-        subs = teacher.get(f"formgrader/api/submissions/{LAB}").json()
-        return {s["student"]: s["score"] for s in subs if s["student"] in (ADA, BOB)}
-    in_kernel = scores()
+    h.as_user(TEACHER, "nbgrader", "autograde", ZH, timeout=600)
+    in_kernel = gradebook_scores(h)
     print(f"nbgrader autograde (in-kernel) scores: {in_kernel}")
-    teacher.start()
-    assert in_kernel[ADA] == POINTS, in_kernel
+    assert in_kernel[(LAB, ADA)][0] == POINTS, in_kernel
 
-    # In a terminal: the isolated grader, then its scores into the gradebook.
-    h.as_user(TEACHER, "python", "-m", "autograder", "grade", "submitted", "--lab", LAB, "--out", f"grades/{LAB}")
-    sync = h.as_user(TEACHER, "python", "-m", "autograder", "gradebook-sync", "--lab", LAB,
-                     "--grades", f"grades/{LAB}", "--db", class_roster.Place(h.course, h.exchange, GROUP).db_url)
-    teacher.start()
-    isolated = scores()
-    assert isolated == {ADA: POINTS, BOB: 0.0}, (
-        f"after gradebook-sync formgrader shows {isolated} (nbgrader's own: {in_kernel})\n{sync.stdout}")
-    h.as_user(TEACHER, "nbgrader", "generate_feedback", LAB)
-    teacher.start()
-    teacher.post(f"formgrader/api/assignment/{LAB}/release_feedback")
+    # In a terminal: the isolated grader, its scores into the gradebook, both editions.
+    graded = h.as_user(TEACHER, sys.executable, str(HUB / "term.py"), "grade", LAB, ZH, timeout=600)
+    isolated = gradebook_scores(h)
+    scores = {key: score for key, (score, _) in isolated.items()}
+    assert scores == {(LAB, ADA): POINTS, (LAB, BOB): 0.0, (ZH, CAROL): POINTS}, (
+        f"after the isolated grade the gradebook holds {isolated} (nbgrader's own: {in_kernel})\n{graded.stdout}")
+    assert isolated[(ZH, CAROL)][1] > 0, "C's second submission came after the deadline: late"
+    assert isolated[(LAB, ADA)][1] == isolated[(LAB, BOB)][1] == 0
 
-    # The culler stops servers nobody uses; the students' files stay.
-    wait_until(lambda: not h.api(f"users/{ADA}")["servers"] and not h.api(f"users/{BOB}")["servers"],
+    # The class CSVs and `nbgrader export` agree, and the export flags the late one.
+    export = latest_export(h)
+    for assignment in (LAB, ZH):
+        for student, score in class_csv(h, assignment).items():
+            row = export[(assignment, student)]
+            assert float(row["score"]) == score, f"{assignment} {student}: class CSV {score}, export {row}"
+    late = export[(ZH, CAROL)]
+    assert datetime.fromisoformat(late["timestamp"]) > datetime.fromisoformat(late["duedate"]), late
+    for student in (ADA, BOB):
+        assert export[(LAB, student)]["duedate"] in ("", "None"), export[(LAB, student)]
+
+    for assignment in (LAB, ZH):
+        h.as_user(TEACHER, "nbgrader", "generate_feedback", assignment)
+    teacher.start()
+    for assignment in (LAB, ZH):
+        teacher.post(f"formgrader/api/assignment/{assignment}/release_feedback")
+
+    # The culler stops servers nobody uses.
+    wait_until(lambda: not any(h.api(f"users/{n}")["servers"] for n in STUDENTS),
                CULL_AFTER * 6, "the idle culler to stop the students' servers", every=2)
-    for student, expect in ((ada, "6/6"), (bob, "0/6")):
+
+    # The hub stops and starts again: users, submissions, gradebook, homes all still there.
+    before = gradebook_scores(h)
+    h.stop()
+    h.start()
+    assert {u["name"] for u in h.api("users")} >= set(PEOPLE)
+    assert gradebook_scores(h) == before
+    assert sorted(p.name.split("+")[0] for p in inbound.iterdir()) == sorted([ADA, BOB, CAROL, CAROL])
+
+    for student, lab, answer, expect in ((ada, LAB, None, "6/6"), (bob, LAB, CHEAT, "0/6"),
+                                         (carol, ZH, solution_source(), "6/6")):
+        student.s.cookies.clear()
+        assert student.login(h.passwords[student.name]), f"{student.name} cannot log in after the restart"
         student.start()
-        kept = student.notebook(f"{LAB}/{LAB}.ipynb")
-        assert any(c.source == (solution_source() if student is ada else CHEAT) for c in kept.cells), \
-            f"{student.name}'s work did not survive the culler"
-        student.assignments("fetch_feedback")
-        assert feedback_score(student) == expect, f"{student.name}'s feedback"
+        kept = answer_in(student.notebook(f"{lab}/{LAB}.ipynb"))
+        assert (TYPED[1] in kept) if answer is None else kept == answer, f"{student.name}'s work was lost"
+        student.assignments("fetch_feedback", lab=lab)
+        assert feedback_score(student, lab) == expect, f"{student.name}'s feedback"
 
 
 # --- the pieces, without root ----------------------------------------------------------
