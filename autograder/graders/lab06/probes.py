@@ -185,24 +185,27 @@ def spans_every_set(ns) -> list:
     return [spans(ns, name) for name in OTHER_SETS]
 
 
+# event logs that must be rejected: a token of a request that never arrived, one after its end
+GHOST_TOKEN = [{"time": 0.0, "event": "token", "request_id": "ghost"}]
+TOKEN_AFTER_END = [{"time": 0.0, "event": "arrive", "request_id": "r0", "attributes": {"gen_ai.request.model": "m"}},
+                   {"time": 0.1, "event": "stage", "request_id": "r0", "stage": "prefill"},
+                   {"time": 0.2, "event": "token", "request_id": "r0"},
+                   {"time": 0.2, "event": "end", "request_id": "r0", "finish_reason": "stop"},
+                   {"time": 0.3, "event": "token", "request_id": "r0"}]
+
+
 def spans_bad(ns):
     """spans_from_events on a token event of a request that never arrived."""
     fn = function(ns, "spans_from_events")
     provider, _ = _provider()
-    return _call(fn, [{"time": 0.0, "event": "token", "request_id": "ghost"}], provider.get_tracer("student"))
+    return _call(fn, copy.deepcopy(GHOST_TOKEN), provider.get_tracer("student"))
 
 
 def spans_after_end(ns):
     """spans_from_events on a token event of a request that has already ended."""
     fn = function(ns, "spans_from_events")
     provider, _ = _provider()
-    model = {"gen_ai.request.model": "tiny-model"}
-    events = [{"time": 0.0, "event": "arrive", "request_id": "r0", "attributes": model},
-              {"time": 0.1, "event": "stage", "request_id": "r0", "stage": "prefill"},
-              {"time": 0.2, "event": "token", "request_id": "r0"},
-              {"time": 0.2, "event": "end", "request_id": "r0", "finish_reason": "stop"},
-              {"time": 0.3, "event": "token", "request_id": "r0"}]
-    return _call(fn, events, provider.get_tracer("student"))
+    return _call(fn, copy.deepcopy(TOKEN_AFTER_END), provider.get_tracer("student"))
 
 
 def metrics(ns, name: str, ids: list) -> list:
@@ -223,9 +226,14 @@ def metrics_two(ns):
     return _call(function(ns, "request_metrics"), build_spans("trace_paths", {"r00", "r01"}))
 
 
+def stages_only(name: str, rid: str) -> list:
+    """The stage spans of request `rid` of set `name`, without their root."""
+    return [s for s in build_spans(name, {rid}) if s.parent is not None]
+
+
 def metrics_no_root(ns):
     """request_metrics on the stage spans of r00 of trace_paths without its root span."""
-    return _call(function(ns, "request_metrics"), [s for s in build_spans("trace_paths", {"r00"}) if s.parent])
+    return _call(function(ns, "request_metrics"), stages_only("trace_paths", "r00"))
 
 
 def percentile_of(ns, values: list, q) -> dict:

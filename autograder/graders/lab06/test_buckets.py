@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from autograder.checks import rejects, result_of
+from autograder.checks import reference_rejects, rejects, result_of
 from autograder.core import Fail
 from autograder.reference import lab06 as ref
 
@@ -70,6 +70,7 @@ def test_rejects_counts_of_the_wrong_length(observation):
     and showing them."""
     rec, = records(observation, 1, RECORD)
     rejects(rec, f"histogram_percentile([1, 2, 3], {EDGES!r}, 50)", "bucket_counts", [1, 2, 3])
+    reference_rejects(ref.histogram_percentile, ([1, 2, 3], EDGES, 50), {}, "histogram_percentile([1, 2, 3], ..)")
 
 
 @pytest.mark.probe("calls", "histogram_percentile", [[[0, 0, 0, 0], EDGES, 50]])
@@ -78,3 +79,5 @@ def test_rejects_counts_of_nothing(observation):
     an empty histogram has no percentile, not the last edge."""
     rec, = records(observation, 1, RECORD)
     rejects(rec, f"histogram_percentile([0, 0, 0, 0], {EDGES!r}, 50)", "bucket_counts", [0, 0, 0, 0])
+    reference_rejects(ref.histogram_percentile, ([0, 0, 0, 0], EDGES, 50), {},
+                      "histogram_percentile([0, 0, 0, 0], ..)")

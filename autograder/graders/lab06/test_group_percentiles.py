@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import result_of
+from autograder.checks import reference_rejects, result_of
 from autograder.core import Fail, describe
 from autograder.reference import lab06 as ref
 
@@ -61,9 +61,13 @@ def test_groups(observation, name, by, edges, metric, qs):
 def test_rejects_decreasing_edges(observation):
     """Edges that are not increasing raise ValueError."""
     must_value_error(observation, "edges that are not increasing")
+    reference_rejects(ref.group_percentiles, (rows_of("trace_mixed"), "input_tokens", [512, 128], "ttft"), {},
+                      "edges [512, 128]")
 
 
 @pytest.mark.probe("groups", "trace_mixed", "input_tokens", [128, 128, 512], "ttft")
 def test_rejects_repeated_edges(observation):
     """Edges must be STRICTLY increasing: a repeated edge raises ValueError."""
     must_value_error(observation, "edges that repeat a value (not strictly increasing)")
+    reference_rejects(ref.group_percentiles, (rows_of("trace_mixed"), "input_tokens", [128, 128, 512], "ttft"), {},
+                      "edges [128, 128, 512]")

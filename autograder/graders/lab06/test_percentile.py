@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import rejects, result_of
+from autograder.checks import reference_rejects, rejects, result_of
 from autograder.core import Fail, describe
 from autograder.reference import lab06 as ref
 
@@ -67,3 +67,4 @@ def test_percentile_rejects(observation, bad):
     for (param, (values, q)), rec in zip(bad, records(observation, len(bad), RECORD)):
         values = [NON_FINITE.get(v, v) if isinstance(v, str) else v for v in values]
         rejects(rec, f"percentile({values!r}, {q!r})", param, values if param == "values" else q)
+        reference_rejects(ref.percentile, (values, q), {}, f"percentile({values!r}, {q!r})")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import result_of
+from autograder.checks import reference_rejects, result_of
 from autograder.core import Fail, describe
 from autograder.reference import lab06 as ref
 
 from .judging import case, must_value_error, records, same
-from .probes import METRIC_KEYS, build_spans
+from .probes import METRIC_KEYS, build_spans, stages_only
 
 pytestmark = pytest.mark.cell("request_metrics_from_spans",
                               description="request_metrics: queue, prefill, TTFT from arrival, TPOT over n - 1 gaps, "
@@ -63,6 +63,8 @@ def test_metrics_of_each_request(observation, name, ids, keys):
 def test_rejects_spans_of_two_requests(observation):
     """The spans of two requests raise ValueError: request_metrics measures one request."""
     must_value_error(observation, "the spans of two requests")
+    reference_rejects(ref.request_metrics, (build_spans("trace_paths", {"r00", "r01"}),), {},
+                      "the spans of two requests")
 
 
 @pytest.mark.probe("metrics_no_root")
@@ -70,3 +72,4 @@ def test_rejects_spans_of_two_requests(observation):
 def test_rejects_spans_without_a_root(observation):
     """Stage spans without their root raise ValueError: there is no request to measure."""
     must_value_error(observation, "spans without a root span")
+    reference_rejects(ref.request_metrics, (stages_only("trace_paths", "r00"),), {}, "spans without a root span")

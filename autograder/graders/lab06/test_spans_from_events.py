@@ -9,11 +9,12 @@ import math
 
 import pytest
 
+from autograder.checks import reference_rejects
 from autograder.core import Fail, describe, is_raised
 from autograder.reference import lab06 as ref
 
 from .judging import case, must_value_error, records, view
-from .probes import OTHER_SETS, dump_spans, request_set
+from .probes import GHOST_TOKEN, OTHER_SETS, TOKEN_AFTER_END, dump_spans, request_set
 
 pytestmark = pytest.mark.cell("spans_from_events_builds_the_tree",
                               description="spans_from_events: one root per request, stage children, token events, "
@@ -134,9 +135,11 @@ def test_one_trace_per_request(observation):
 def test_rejects_token_of_unknown_request(observation):
     """A token event of a request that never arrived raises ValueError."""
     must_value_error(observation, "a token event of a request that never arrived")
+    reference_rejects(ref.expected_spans, (GHOST_TOKEN,), {}, "a token event of a request that never arrived")
 
 
 @pytest.mark.probe("spans_after_end")
 def test_rejects_event_after_the_end(observation):
     """A token event of a request that has already ended raises ValueError."""
     must_value_error(observation, "a token event of a request that has already ended")
+    reference_rejects(ref.expected_spans, (TOKEN_AFTER_END,), {}, "a token event of a request that has already ended")

@@ -24,6 +24,16 @@ def row(name, set_name, ids, *, points=1, visible=False):
                 fixture=set_name)
 
 
+def check_the_validator(record: dict) -> None:
+    """Grader integrity: the schema check must flag a record with one wrong field, naming it
+    (a validator that accepts everything would pass any record)."""
+    broken = {**record, "ttft_s": "soon"}
+    problem = ref.validate_record(broken)
+    if problem is None or "ttft_s" not in problem:
+        raise Fail("grader error: the trace-record schema check does not flag a record whose ttft_s is a string",
+                   got=problem, hint="This is a fault in the grader, not in your code: tell the course staff.")
+
+
 @pytest.mark.parametrize("name, ids", [
     row("stop_request_record", "trace_paths", ["r00"], visible=True),
     row("every_ending", "trace_paths", PATH_IDS, points=2),
@@ -39,6 +49,7 @@ def test_record(observation, name, ids):
                        hint="datasets/schemas/trace_record.schema.json lists every field; a value that does "
                             "not exist is null, never 0.")
         expected = ref.trace_record(build_spans(name, {rid}), tokenizer_version=TOKENIZER)
+        check_the_validator(expected)
         for key, ev in expected.items():
             gv = got.get(key)
             ok = same(ev, gv) if isinstance(ev, float) or (ev is None) else ev == gv
