@@ -47,7 +47,7 @@ def _generate_cell(lab: str = "lab03") -> str:
     (lambda: runs.RecordingExecutor(), "course.runs"),
     (lambda: course.ScriptedModel, "course.scripted"),
     (lambda: functools.lru_cache(maxsize=None)(runs.greedy_sampler), "course.runs"),
-    (lambda: staticmethod(kv_cache.kv_bytes_per_token), "course.kv_cache"),
+    (lambda: staticmethod(kv_cache.kv_bytes_per_token), "course.paged_kv"),
     (lambda: __import__("autograder.reference.lab02", fromlist=["x"]).filter_logits, "autograder.reference.lab02"),
 ], ids=["imported", "partial", "bound_method", "instance", "class", "lru_cache", "staticmethod", "reference"])
 def test_library_callables_are_found_through_their_wrappers(make, origin):
@@ -116,13 +116,13 @@ def test_in_kernel_the_solution_scores_full_and_the_course_loop_nothing(lab03_so
 
 
 def test_in_kernel_a_course_function_of_an_earlier_lab_scores_nothing():
-    """course.kv_cache (Lab 04, visible while Lab 05 is graded) has a function with the name
-    and signature of Lab 05's kv_bytes_per_token: taken as it is, it earns nothing; a
-    function written in the notebook that calls it is the student's own (and is graded)."""
+    """course.kv_cache (Lab 04, visible while Lab 05 is graded) hands out Lab 05's
+    kv_bytes_per_token (course.paged_kv's): taken as it is, it earns nothing; a function
+    written in the notebook that calls it is the student's own (and is graded)."""
     test = get_tests("lab05")["kv_bytes_per_token_counts_kv_heads"]
     taken = run_test(test, {"__name__": "__main__", "kv_bytes_per_token": kv_cache.kv_bytes_per_token})
     refused = [c for c in taken.cases if "kv_bytes_for_config" not in c.message]   # the other function is absent
-    assert taken.score == 0 and len(refused) >= 3 and all("course.kv_cache" in c.message for c in refused)
+    assert taken.score == 0 and len(refused) >= 3 and all("course.paged_kv" in c.message for c in refused)
     own = _notebook("from course import kv_cache\n"
                     "def kv_bytes_per_token(n_layer, n_kv_heads, head_dim, dtype_bytes):\n"
                     "    return kv_cache.kv_bytes_per_token(n_layer, n_kv_heads, head_dim, dtype_bytes)\n")
@@ -151,8 +151,8 @@ def test_standalone_the_course_loop_scores_nothing_and_the_solution_full(tmp_pat
 
 @pytest.mark.slow
 def test_standalone_a_visible_course_function_is_refused(tmp_path):
-    """Where the import itself is allowed (course.kv_cache while Lab 05 is graded), the
-    check on where the function's code lives is what keeps the points at 0."""
+    """course.kv_cache is visible while Lab 05 is graded, but its kv_bytes_per_token is
+    course.paged_kv's, which is not: the import fails and the function earns nothing."""
     from autograder.isolation import Limits, Runtime, grade_isolated, prepare
     from autograder.tests.submissions import with_solution_code, write
     gid = next(gid for gid, src in _solution_cells("lab05").items() if "def kv_bytes_per_token(" in src)
@@ -162,5 +162,6 @@ def test_standalone_a_visible_course_function_is_refused(tmp_path):
         g = grade_isolated(prepare(nb, "lab05"), rt, limits=Limits(timeout=300, test_timeout=60, case_timeout=20))
     formula = next(t for t in g.tests if t.name == "kv_bytes_per_token_counts_kv_heads")
     refused = [c for c in formula.cases if "kv_bytes_for_config" not in c.message]
-    assert formula.score == 0 and refused and all("course.kv_cache" in c.message for c in refused), \
+    assert formula.score == 0 and refused and all("kv_bytes_per_token" in c.message for c in refused), \
         [c.message for c in formula.cases]
+    assert any("paged_kv" in p for p in g.problems), g.problems
