@@ -326,3 +326,18 @@ def test_a_record_forged_by_a_notebook_under_nbgrader_is_regraded(tmp_path, monk
         assert _records(out)["ben"]["score"] == 0
         rows = list(csv.DictReader((out / "grades.csv").open()))
         assert [float(r["score"]) for r in rows if r["student_id"] == "ben"] == [0.0], rows
+
+
+def test_a_record_keeps_a_short_preview_of_a_large_value():
+    """A failing case's expected and got values are kept whole up to 2 KiB of JSON; a larger
+    one becomes the start of its JSON, marked as cut, so one case never makes a record large."""
+    assert reports.preview([1, 2, 3]) == [1, 2, 3] and reports.preview(None) is None
+    big = {"tokens": list(range(100_000))}
+    cut = reports.preview(big)
+    assert isinstance(cut, str) and len(cut) < reports.PREVIEW + 100
+    assert cut.startswith('{"tokens": [0, 1, 2') and "(cut: " in cut and "characters in all)" in cut
+    case = {"name": "c", "points": 0.0, "max_points": 1.0, "passed": False, "visible": False,
+            "message": "m" * 100_000, "expected": big, "got": "x" * 10_000_000, "hint": None}
+    kept = reports._bounded_case(case)
+    assert len(json.dumps(kept)) < 3 * reports.PREVIEW + reports.MESSAGE + 200
+    assert kept["message"].endswith("... (cut)") and case["got"] == "x" * 10_000_000, "the original is left alone"

@@ -170,3 +170,55 @@ def test_a_generous_but_finite_memory_limit_is_enough_for_torch(tmp_path):
         g = grade_isolated(prepare(solution("lab00"), "lab00"), rt, limits=Limits(memory=int(1.5 * (1 << 30))))
     assert g.score == g.max_score, g.problems
 
+
+
+# ---------------------------------------------------------------- one message's limit, parent side
+
+def _feed(data: bytes, limit: int):
+    """A LineReader on a pipe whose writer sends `data` (from a thread, as a child would):
+    the messages it returned, whether it refused a line, and the bytes it read."""
+    import os
+    import threading
+    from autograder.isolation.wire import LineReader, TooLarge
+    r, w = os.pipe()
+
+    def write():
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(w, view):]
+        except OSError:        # the reader closed its end: as a killed child's write fails
+            pass
+        finally:
+            os.close(w)
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    reader, msgs, refused = LineReader(r, limit=limit), [], False
+    try:
+        while not reader.eof:
+            reader.fill()
+            while (m := reader.pop()) is not None:
+                msgs.append(m)
+    except TooLarge:
+        refused = True
+    finally:
+        os.close(r)
+        t.join(10)
+    return msgs, refused, reader.total
+
+
+def test_the_parent_reads_no_more_than_about_one_message_of_a_63_mib_line():
+    """Counted in bytes, not seconds: a 63 MiB line, with or without its newline, is refused
+    once the limit is buffered; the reader has read at most the limit plus one chunk."""
+    from autograder.isolation import MAX_MESSAGE
+    from autograder.isolation.wire import LineReader
+    small = json.dumps({"t": "answer", "obs": 1}).encode() + b"\n"
+    for tail in (b"", b"\n"):
+        msgs, refused, total = _feed(small + b"y" * (63 << 20) + tail, MAX_MESSAGE)
+        assert msgs == [{"t": "answer", "obs": 1}] and refused
+        assert total <= len(small) + MAX_MESSAGE + LineReader.CHUNK, f"read {total} bytes"
+    at_limit = json.dumps({"obs": "z" * (MAX_MESSAGE - 20)}).encode()
+    assert len(at_limit) <= MAX_MESSAGE
+    msgs, refused, _ = _feed(at_limit + b"\n", MAX_MESSAGE)
+    assert not refused and len(msgs[0]["obs"]) == MAX_MESSAGE - 20, "a message within the limit is read whole"
