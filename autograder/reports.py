@@ -115,7 +115,8 @@ def safe_name(student: str) -> str:
 # ---------------------------------------------------------------- the record
 
 PREVIEW = 2048          # characters of an expected or a got value a record keeps
-MESSAGE = 4000          # characters of a case's message or hint
+MESSAGE = 4000          # characters of a case's message or hint, or of one problem
+PROBLEMS = 50           # problems a record lists (one per cell at most, in practice)
 
 
 def preview(value, limit: int = PREVIEW):
@@ -148,6 +149,15 @@ def _bounded_test(t: dict) -> dict:
     return dict(t, cases=[_bounded_case(c) for c in t.get("cases", [])])
 
 
+def _bounded_problems(problems: list) -> list[str]:
+    """At most PROBLEMS of them, each cut to MESSAGE characters; the last one (a grader
+    error is reported last) is always kept."""
+    out = [str(p)[:MESSAGE] for p in problems]
+    if len(out) > PROBLEMS:
+        out = out[:PROBLEMS - 2] + [f"... {len(out) - PROBLEMS + 1} more problems ..."] + out[-1:]
+    return out
+
+
 def record(student: str, sub, graded, *, version: str, limits=None) -> dict:
     """The per-student JSON: everything the other reports are made from."""
     if sub.fatal:
@@ -161,7 +171,7 @@ def record(student: str, sub, graded, *, version: str, limits=None) -> dict:
         "file": str(sub.path), "submission_sha256": sub.sha256, "grader_version": version,
         "graded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "status": status, "score": graded.score, "max_score": graded.max_score,
-        "problems": [str(p)[:MESSAGE] for p in graded.problems],
+        "problems": _bounded_problems(graded.problems),
         "tests": [_bounded_test(t.to_dict()) for t in graded.tests],
         "output_tail": graded.output, "restarts": graded.restarts, "seconds": graded.seconds,
         "sandbox": graded.sandbox, "limits": limits.to_dict() if limits is not None else None,
