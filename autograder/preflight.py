@@ -256,7 +256,7 @@ MAGICS = {"writefile", "file", "bash", "sh", "script", "python", "python2", "pyt
           "load", "load_ext", "reload_ext", "config", "capture", "system", "sx", "env", "alias", "macro",
           "store", "autoreload", "aimport"}
 FOREIGN_IMPORTS = {"autograder", "IPython", "ipykernel", "importlib", "imp", "nbgrader", "jupyter_client",
-                   "builtins", "ctypes", "gc", "inspect", "runpy", "zipimport", "pkgutil", "site", "sysconfig"}
+                   "builtins", "ctypes", "runpy", "zipimport", "pkgutil", "site"}
 _SHADOW_PATH = re.compile(r"(^|[/\\])(" + "|".join(map(re.escape, SHADOWED)) + r")([/\\]|\.py$|$)")
 
 
