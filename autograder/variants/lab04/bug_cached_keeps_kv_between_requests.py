@@ -7,8 +7,9 @@ EXPECT_FAIL = {"generate_cached_prefills_once": ["matches_uncached_on_toy"]}
 
 
 def generate_cached(decoder, input_ids, max_new_tokens, eos_token_id=None, on_token=None):
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:   # BUG: only
-        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")   # max_new_tokens checked
+    # BUG: only max_new_tokens is checked, not the prompt nor eos_token_id
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")
     saved = getattr(decoder, "_saved", None)
     logits, kv = decoder.prefill(input_ids.clone()) if saved is None else saved   # BUG: the last request's cache
     new_tokens = []

@@ -9,8 +9,9 @@ _generate_cached = generate_cached   # the solution's, kept before it is replace
 
 
 def generate_cached(decoder, input_ids, max_new_tokens, eos_token_id=None, on_token=None):
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:   # BUG: only
-        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")   # max_new_tokens checked
+    # BUG: only max_new_tokens is checked, not the prompt nor eos_token_id
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")
     logits, kv = decoder.prefill(input_ids.clone())
     new_tokens = []
     while True:

@@ -8,8 +8,9 @@ EXPECT_FAIL = {"generate_uncached_recomputes": ["toy_model_8_tokens", "feeds_who
 
 
 def generate_uncached(model, input_ids, max_new_tokens, eos_token_id=None):
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:   # BUG: only
-        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")   # max_new_tokens checked
+    # BUG: only max_new_tokens is checked, not the prompt nor eos_token_id
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"`max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}.")
     ids = input_ids.clone()
     new_tokens = []
     while len(new_tokens) < max_new_tokens:
