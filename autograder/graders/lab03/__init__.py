@@ -87,7 +87,8 @@ accept_tool_call
   |                                                    | truncated_call_.., complete_json_without_eos_..,  |
   |                                                    | timeout_and_filter_not_run                        |
   | parse: json.loads of result.text                   | invalid_json_rejected_at_parse                    |
-  | schema: the envelope (tool one of the known tools) | unknown_tool_rejected_at_schema                   |
+  | schema: the envelope (tool one of the known tools, | unknown_tool_rejected_at_schema,                  |
+  |   args an object, no other keys)                   | envelope_has_exactly_tool_and_object_args         |
   |   then args against schemas[tool] via jsonschema   | enum_violation_.., range_violation_..,            |
   |                                                    | schema_checked_with_jsonschema                    |
   | permission: tool in allowed_tools                  | forbidden_tool_rejected_at_permission             |

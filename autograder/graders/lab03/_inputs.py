@@ -294,6 +294,24 @@ ACCEPTS = {
                                                 (OK, None, None, TimeoutError("weather service down"))],
 }
 
+
+
+def written_result(text: str) -> dict:
+    """A finished ("stop") result whose text is `text`, written by hand (GenerationResult.to_dict form)."""
+    return {"tokens": [0], "text": text, "finish_reason": "stop", "stop_reason": None,
+            "usage": {"input_tokens": 3, "output_tokens": 1}, "raw_output": text + "<eos>", "error": None}
+
+
+# accept_tool_call on hand-written finished outputs: case -> the texts, each rejected at "schema"
+ACCEPT_TEXTS = {
+    "envelope_has_exactly_tool_and_object_args": [
+        '{"tool": "get_weather", "args": {"city": "Paris"}, "confirm": true}',   # a key besides tool and args
+        '{"tool": "get_weather", "args": "Paris"}',                               # args not an object
+        '{"tool": "get_weather"}',                                                # no args
+        '["get_weather", {"city": "Paris"}]',                                     # not an object at all
+    ],
+}
+
 # accept_with_retries: case -> (the run spec of each attempt, max_attempts)
 RETRIES = {
     "length_retried_then_accepted": ([CUT, OK], 3),

@@ -14,15 +14,15 @@ import tempfile
 from enum import Enum
 
 import course
-from course.runs import ALLOWED_TOOLS, TOOL_SCHEMAS, RecordingExecutor
+from course.runs import ALLOWED_TOOLS, TOOL_SCHEMAS, GenerationResult, RecordingExecutor
 
 from autograder.checks import Input, record
 from autograder.core import Fail, function, raised
 
 # the tables and run helpers; the tests and the package's __init__ import them from here too
-from ._inputs import (ACCEPTS, BAD_GENERATE_PARAMS, BAD_PARAMS, CLOCK_START, COURSE_RUN_SPECS,  # noqa: F401
+from ._inputs import (ACCEPT_TEXTS, ACCEPTS, BAD_GENERATE_PARAMS, BAD_PARAMS, CLOCK_START, COURSE_RUN_SPECS,  # noqa: F401
                       DEFAULT_RUNS, FAILURE_SPECS, FN_CALLS, OK, REPLAYS, RETRIES, RUN_LABELS, RUNS, STOP3, STREAMS, VALID_PARAMS,
-                      S, _fixture_specs, build, course_result, plain_result, run_key)
+                      S, _fixture_specs, build, course_result, plain_result, run_key, written_result)
 
 # ================================================================= probes
 
@@ -159,6 +159,26 @@ def accepts(ns, key: str) -> list:
         try:
             d = _plain_decision(fn(result, schemas=copy.deepcopy(schemas or TOOL_SCHEMAS),
                                    allowed_tools=list(ALLOWED_TOOLS if allowed is None else allowed),
+                                   executor=ex))
+        except Fail:
+            raise
+        except NotImplementedError:  # a stub: reported as 'not implemented yet'
+            raise
+        except Exception as e:
+            d = raised(e)
+        out.append({"decision": d, "calls": [[t, a] for t, a in ex.calls]})
+    return out
+
+
+def accepts_texts(ns, key: str) -> list:
+    """accept_tool_call on a finished result with each hand-written text of ACCEPT_TEXTS[key]."""
+    fn = function(ns, "accept_tool_call")
+    out = []
+    for text in ACCEPT_TEXTS[key]:
+        ex = RecordingExecutor()
+        try:
+            d = _plain_decision(fn(GenerationResult.from_dict(written_result(text)),
+                                   schemas=copy.deepcopy(TOOL_SCHEMAS), allowed_tools=list(ALLOWED_TOOLS),
                                    executor=ex))
         except Fail:
             raise

@@ -9,10 +9,10 @@ import pytest
 from autograder.checks import rejects
 from autograder.core import Fail, is_raised
 from autograder.reference import lab03 as ref
-from course.runs import ALLOWED_TOOLS, TOOL_SCHEMAS, RecordingExecutor
+from course.runs import ALLOWED_TOOLS, TOOL_SCHEMAS, GenerationResult, RecordingExecutor
 
 from .judging import case, label_of
-from .probes import ACCEPTS, RETRIES
+from .probes import ACCEPT_TEXTS, ACCEPTS, RETRIES, written_result
 
 ACCEPT = pytest.mark.cell("acceptance_runs_in_order",
                           description="accept_tool_call: finish reason, parse, schema, permission, execute")
@@ -26,9 +26,9 @@ def accept(name, mentions=None, hint=None, *, visible=False, points=1):
                 fixture=ACCEPTS[name][0][0]["fixture"], hint=hint, points=points)
 
 
-def judge_decision(spec, got, mentions_words, schemas, allowed, fail_with, hint):
-    label = label_of(spec)
-    exp = ref.expected_decision(spec, schemas=schemas, allowed_tools=allowed, fail_with=fail_with)
+def judge_decision(spec, got, mentions_words, schemas, allowed, fail_with, hint, *, label=None, exp=None):
+    label = label or label_of(spec)
+    exp = exp or ref.expected_decision(spec, schemas=schemas, allowed_tools=allowed, fail_with=fail_with)
     d, e = got["decision"], exp["decision"]
     if is_raised(d):
         raise Fail(f"{label}: accept_tool_call raised {d['__raised__']}: {d['message']}",
@@ -112,6 +112,24 @@ def test_every_rejection_includes_the_raw_output(observation):
         if not shows(d["error"], raw):
             raise Fail(f"{label_of(spec)}: the rejection at stage {d['stage']!r} does not include the raw output",
                        expected=f"an error containing {raw!r}", got=d["error"], hint=RAW_HINT)
+
+
+ENVELOPE_HINT = ("Validate the whole call against the envelope schema first (an object with exactly the keys "
+                 "tool and args, tool one of the known tools, args an object), then args against schemas[tool]; "
+                 "anything else is a 'schema' rejection, never an exception.")
+
+
+@ACCEPT
+@pytest.mark.probe("accepts_texts", "envelope_has_exactly_tool_and_object_args")
+@pytest.mark.cell(hint=ENVELOPE_HINT)
+def test_envelope_has_exactly_tool_and_object_args(observation):
+    """Finished outputs whose envelope is wrong (an extra key, args not an object, no args, a list) stop at 'schema'."""
+    for text, got in zip(ACCEPT_TEXTS["envelope_has_exactly_tool_and_object_args"], observation):
+        ex = RecordingExecutor()
+        d = ref.accept_tool_call(GenerationResult.from_dict(written_result(text)), schemas=TOOL_SCHEMAS,
+                                 allowed_tools=ALLOWED_TOOLS, executor=ex)
+        judge_decision(None, got, None, None, None, None, ENVELOPE_HINT, label=f"the output {text!r}",
+                       exp={"decision": d, "calls": [[t, a] for t, a in ex.calls]})
 
 
 def retry(name, hint=None, *, visible=False):
