@@ -1,7 +1,8 @@
 """Reference for lab04 (prefill and decode): the judges' expected values.
 
-Two ways to generate greedily from a decoder-only model, a causality probe, and
-the two request-latency numbers servers report (TTFT and TPOT).
+Two ways to generate greedily from a decoder-only model, a causality probe, the
+two request-latency numbers servers report (TTFT and TPOT), and the scoring of a
+fixed quality set with the decision whether a candidate regressed against a baseline.
 
 Model call shapes used here:
     model(input_ids)            (B, T) long -> logits (B, T, V)
@@ -10,8 +11,10 @@ Model call shapes used here:
 """
 from __future__ import annotations
 
+import json
 import math
 
+import jsonschema
 import torch
 
 
@@ -129,3 +132,60 @@ def serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eo
     tokens = generate_cached(decoder, input_ids, max_new_tokens, eos_token_id,
                              on_token=lambda _token: times.append(clock()))
     return {"tokens": tokens, "token_times": times, **latency_metrics(arrival_time, times)}
+
+
+# ---------------------------------------------------------------- one change at a time: a quality set
+
+SCORE_KEYS = ("n", "exact", "schema_pass", "exact_prompts")
+METRICS = ("exact", "schema_pass")
+
+
+def quality_score(completions, quality_set) -> dict:
+    if not isinstance(quality_set, dict) or not isinstance(quality_set.get("items"), list) \
+            or not quality_set["items"]:
+        raise ValueError(f"`quality_set` must be {{'schema': ..., 'items': [at least one item]}}, "  # pragma: no mutate
+                         f"got {quality_set!r}.")  # pragma: no mutate
+    if not isinstance(completions, dict):
+        raise ValueError(f"`completions` must be a dict {{prompt: text}}, got {type(completions).__name__}.")  # pragma: no mutate
+    items = quality_set["items"]
+    wanted = [item["prompt"] for item in items]
+    missing = [p for p in wanted if p not in completions]
+    if missing:
+        raise ValueError(f"`completions` must hold every prompt of the quality set, got none for {missing[0]!r}.")  # pragma: no mutate
+    unknown = [p for p in completions if p not in wanted]
+    if unknown:
+        raise ValueError(f"`completions` must hold only the quality set's prompts, got {unknown[0]!r}.")  # pragma: no mutate
+    for p in wanted:
+        if not isinstance(completions[p], str):
+            raise ValueError(f"`completions` must map each prompt to a str, got {completions[p]!r} for {p!r}.")  # pragma: no mutate
+    validator = jsonschema.Draft202012Validator(quality_set["schema"])
+    exact_prompts, passing = [], 0
+    for item in items:
+        try:
+            call = json.loads(completions[item["prompt"]])
+        except ValueError:                       # not JSON: neither exact nor valid
+            continue
+        passing += validator.is_valid(call)
+        if call == item["expected"]:
+            exact_prompts.append(item["prompt"])
+    n = len(items)
+    return {"n": n, "exact": len(exact_prompts) / n, "schema_pass": passing / n, "exact_prompts": exact_prompts}
+
+
+def regressed(baseline, candidate, *, tolerance) -> tuple[bool, str]:
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance) \
+            or not 0 <= tolerance <= 1:
+        raise ValueError(f"`tolerance` must be a number in [0, 1], got {tolerance!r}.")  # pragma: no mutate
+    for name, score in (("baseline", baseline), ("candidate", candidate)):
+        if not isinstance(score, dict) or any(k not in score for k in SCORE_KEYS):
+            raise ValueError(f"`{name}` must be a score from quality_score with keys {SCORE_KEYS}, got {score!r}.")  # pragma: no mutate
+    if candidate["n"] != baseline["n"]:
+        raise ValueError(f"`candidate` must be scored on the baseline's quality set (n={baseline['n']}), "  # pragma: no mutate
+                         f"got n={candidate['n']!r}.")  # pragma: no mutate
+    dropped = [m for m in METRICS if baseline[m] - candidate[m] > tolerance]   # a drop of exactly tolerance is allowed
+    lost = [p for p in baseline["exact_prompts"] if p not in candidate["exact_prompts"]]
+    parts = [f"{m} fell from {baseline[m]:.4f} to {candidate[m]:.4f}, more than the tolerance {tolerance:g}"
+             for m in dropped] or [f"every rate within {tolerance:g} of the baseline"]
+    if lost:
+        parts.append("no longer exact: " + ", ".join(repr(p) for p in lost))
+    return bool(dropped), "; ".join(parts)

@@ -9,7 +9,8 @@ autograder/reference/lab04.py.
 
     probes.py     the toys, the shipped model, the input tables (by case) and the probes
     judging.py    helpers the tests share
-    test_*.py     one file per exercise: changed_positions, the two loops, the latency metrics
+    test_*.py     one file per exercise: changed_positions, the two loops, the latency metrics,
+                  the quality set (quality_score and regressed, on fixed hand-checked completions)
 
 Contract coverage (docstring clause -> the hidden cases that fail when it is broken):
 
@@ -57,6 +58,30 @@ serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eos_to
   | EOS ends the request                               | eos_request                                        |
   | ValueError naming `arrival_time` (later than       | rejects_arrival_in_the_future                      |
   |   clock()), before any model call                  |                                                    |
+quality_score(completions, quality_set)
+  | exact: json.loads(text) == expected (key order,    | hand_checked_completions,                          |
+  |   spaces do not matter)                            | key_order_and_spaces_do_not_matter                 |
+  | schema_pass: every parsed value that validates,    | hand_checked_completions,                          |
+  |   exact or not                                     | tiny_model_readme_completions                      |
+  | text json.loads rejects, and JSON that is not a    | json_that_is_not_one_call                          |
+  |   call object, count as neither                    |                                                    |
+  | exact_prompts in the set's order; n; inputs        | every value case                                   |
+  |   unchanged                                        |                                                    |
+  | ValueError naming `completions`: a prompt missing, | rejects_missing_prompt, rejects_unknown_prompt,    |
+  |   one not in the set, a non-str text, not a dict   | rejects_bad_completions                            |
+  | ValueError naming `quality_set` (no items)         | rejects_empty_quality_set                          |
+regressed(baseline, candidate, *, tolerance)
+  | regressed when a rate drops by MORE than tolerance | drop_beyond_tolerance_regresses,                   |
+  |   (exactly tolerance is allowed)                   | drop_equal_to_tolerance_is_allowed                 |
+  | the drop is absolute, not relative                 | absolute_not_relative_drop                         |
+  | schema_pass counts as well as exact                | schema_pass_drop_regresses                         |
+  | a rise never regresses                             | improvement_never_regresses                        |
+  | the reason names each rate that dropped too far    | drop_beyond_tolerance_regresses, schema_pass_drop..|
+  | the reason lists every prompt no longer exact,     | lost_prompts_listed_within_tolerance,              |
+  |   whatever the decision                            | drop_equal_to_tolerance_is_allowed                 |
+  | ValueError naming `tolerance` (outside [0, 1],     | rejects_bad_tolerance                              |
+  |   NaN, a bool)                                     |                                                    |
+  | ValueError naming `candidate` (another set's n)     | rejects_scores_of_different_sets                   |
 """
 LAB = "lab04"
 
@@ -66,4 +91,6 @@ API = {
     "generate_cached": "(decoder, input_ids, max_new_tokens, eos_token_id=None, on_token=None)",
     "latency_metrics": "(arrival_time, token_times)",
     "serve_request": "(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eos_token_id=None)",
+    "quality_score": "(completions, quality_set)",
+    "regressed": "(baseline, candidate, *, tolerance)",
 }

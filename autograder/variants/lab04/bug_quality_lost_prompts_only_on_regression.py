@@ -1,0 +1,24 @@
+"""Lists the prompts that are no longer exact only when it decides "regressed", so a swap that
+keeps the rates (one prompt lost, another gained) goes unreported."""
+
+BASE = "solution"   # every cell as in the solution notebook, but for what follows
+
+EXPECT_FAIL = {"regressed_decides_with_tolerance": ["drop_equal_to_tolerance_is_allowed",
+                                                    "lost_prompts_listed_within_tolerance"]}
+
+
+def regressed(baseline, candidate, *, tolerance):
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 1:
+        raise ValueError(f"`tolerance` must be a number in [0, 1], got {tolerance!r}.")
+    if candidate["n"] != baseline["n"]:
+        raise ValueError(f"`candidate` must be scored on the baseline's quality set of n={baseline['n']}, "
+                         f"got n={candidate['n']!r}.")
+    too_far = [m for m in ("exact", "schema_pass") if baseline[m] - candidate[m] > tolerance]
+    if not too_far:                                             # BUG: the lost prompts go unlisted
+        return False, f"no rate dropped by more than {tolerance}"
+    lost = [p for p in baseline["exact_prompts"] if p not in candidate["exact_prompts"]]
+    reason = "; ".join(f"{m} dropped from {baseline[m]:.3f} to {candidate[m]:.3f} (tolerance {tolerance})"
+                       for m in too_far)
+    if lost:
+        reason += "; no longer exact: " + ", ".join(repr(p) for p in lost)
+    return True, reason
