@@ -27,6 +27,13 @@ as the current user in an ordinary kernel).
    notebook is the median over rounds of the ratio within a round, with its range.
 The 1-minute load average is recorded before and after every phase and round.
 Writes benchmarks/results/grading.json (or --out-stem) and its PNG.
+
+3. **Where a submission's time goes** (--phases N, instead of 1 and 2): N submissions
+   with one worker, the time of each step of the standalone harness summed per
+   submission over the steady state (every submission after the first): the child's
+   boot (fork from the worker's zygote, run the notebook's cells), the probe round trips
+   (one per case), the parent's pytest run that judges the observations, the reports.
+   Writes benchmarks/results/grading_phases_LAB.json.
 """
 from __future__ import annotations
 
@@ -116,6 +123,55 @@ def standalone(lab: str, subs: dict, out: Path, workers: int) -> dict:
             "load_average_1min": [before, load()]}
 
 
+def phases(lab: str, subs: dict, out: Path) -> dict:
+    """Grade `subs` with one worker, timing each step of the harness (see the docstring)."""
+    import collections
+
+    import autograder.batch as batch
+    import autograder.plugin as plugin
+    from autograder.isolation import driver
+
+    spent: dict = collections.defaultdict(float)
+    calls: collections.Counter = collections.Counter()
+    steps = [(driver._ChildProcess, "boot", "child boot (fork, run the cells)"),
+             (driver._ChildProcess, "probe", "probe round trips (one per case)"),
+             (driver._ChildProcess, "close", "child close"),
+             (plugin, "judge_pending", "judge (pytest in the parent)"),
+             (batch.reports, "write_student", "reports")]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in steps]
+
+    def timed(fn, key):
+        def wrapper(*a, **kw):
+            t = clock()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[key] += clock() - t
+                calls[key] += 1
+        return wrapper
+
+    marks = []
+    for (owner, name, key), (_, _, fn) in zip(steps, originals):
+        setattr(owner, name, timed(fn, key))
+    before = load()
+    try:
+        t0 = clock()
+        grade_batch([Entry(s, p) for s, (_, p) in subs.items()], lab, out, workers=1, progress=False,
+                    on_record=lambda rec: marks.append((clock() - t0, dict(spent), dict(calls), rec["seconds"])))
+    finally:
+        for owner, name, fn in originals:
+            setattr(owner, name, fn)
+    (first, s0, c0, _), (last, s1, c1, _) = marks[0], marks[-1]
+    k = len(marks) - 1
+    if k < 1:
+        raise SystemExit("--phases needs at least 2 submissions (the first one carries the start-up)")
+    each = {key: round((s1[key] - s0.get(key, 0)) / k, 3) for _, _, key in steps}
+    return {"submissions": len(subs), "startup_s": round(first, 3),
+            "steady_s_per_submission": round((last - first) / k, 3), "phases_s_per_submission": each,
+            "calls_per_submission": {key: round((c1[key] - c0.get(key, 0)) / k, 1) for _, _, key in steps},
+            "each_notebook_s": spread(m[3] for m in marks[1:]), "load_average_1min": [before, load()]}
+
+
 # ---------------------------------------------------------------- nbgrader
 
 class NbgraderCourse:
@@ -181,7 +237,20 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="paired rounds against nbgrader (0: none)")
     ap.add_argument("--per-round", type=int, default=4, help="submissions per paired round")
     ap.add_argument("--out-stem", default=None, help="results file stem (default grading_LAB)")
+    ap.add_argument("--phases", type=int, default=0,
+                    help="instead: time each step of the standalone harness over this many submissions")
     args = ap.parse_args(argv)
+    if args.phases:
+        with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+            got = phases(args.lab, build(args.lab, args.phases, Path(tmp)), Path(tmp) / "out")
+        out = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_phases_' + args.lab}.json"
+        out.write_text(json.dumps({"lab": args.lab, "cpu_count": os.cpu_count(), **got}, indent=1) + "\n")
+        print(f"{args.lab}, one worker, {got['submissions']} submissions: start-up (first) {got['startup_s']} s, "
+              f"then {got['steady_s_per_submission']} s per submission; load {got['load_average_1min']}")
+        for key, sec in got["phases_s_per_submission"].items():
+            print(f"  {key:36} {sec:7.3f} s per submission ({got['calls_per_submission'][key]} calls)")
+        print(f"wrote {out}")
+        return 0
     for name, lo in (("n", 1), ("workers", 1), ("rounds", 0), ("per_round", 1)):
         if getattr(args, name) < lo:
             ap.error(f"`--{name.replace('_', '-')}` must be an integer >= {lo}, got {getattr(args, name)}.")
