@@ -309,9 +309,9 @@ def hub_class():
     try:
         apply = subprocess.run([sys.executable, str(HUB / "roster.py"), "apply", str(h.roster),
                                 "--home-base", str(base / "homes")], env=h.env, capture_output=True, text=True,
-                               timeout=120)
+                               timeout=600)
         assert apply.returncode == 0, apply.stdout + apply.stderr
-        again = subprocess.run(apply.args, env=h.env, capture_output=True, text=True, timeout=120)
+        again = subprocess.run(apply.args, env=h.env, capture_output=True, text=True, timeout=600)
         assert again.returncode == 0 and "nothing to do" in again.stdout, \
             f"a second apply should change nothing:\n{again.stdout}{again.stderr}"
         subprocess.run(["useradd", "--create-home", "--base-dir", str(base / "homes"), OUTSIDER], check=True)

@@ -11,8 +11,10 @@ kernel and run lab01's imports, every solution cell and the self-check cell (tim
 self-check run). With every kernel still alive it reads each user's processes from /proc:
 RSS (what `top` shows) and PSS (each shared page split among the processes sharing it:
 the per-user share of the machine's memory), and the machine's MemAvailable before the
-hub started and at that moment. The users-per-machine figure divides what was available
-before by the measured PSS per user, keeping 2 GiB for the system.
+hub started and at that moment. The users-per-machine figures divide what was available
+before (and the machine's whole memory) by the measured memory per user, keeping 2 GiB
+for the system; CPU is the other limit, and self_check_s shows it: N users running the
+self-check at once share the cores.
 """
 from __future__ import annotations
 
@@ -251,7 +253,10 @@ def main(argv=None) -> int:
                              "mem_available_drop": round(drop / 2**20)},
             "mem_available_gib": {"before": round(available_before / GiB, 2),
                                   "with_all_users": round(available_during / GiB, 2)},
-            "users_per_machine_by_memory": int((available_before - 2 * GiB) / max(per_user_pss, drop, 1)),
+            # what was free when the run began (other work included), and the whole machine
+            "users_per_machine_by_memory": {
+                "available": int((available_before - 2 * GiB) / max(per_user_pss, drop, 1)),
+                "total": int((meminfo("MemTotal") - 2 * GiB) / max(per_user_pss, drop, 1))},
             "per_user": [{k: r.get(k) for k in ("user", "ready_s", "self_check_s", "self_check_passed", "processes",
                                                 "rss", "pss", "errors", "error")} for r in results],
             "note": "times include whatever else the machine ran (load_average_1min); memory does not depend on it",
