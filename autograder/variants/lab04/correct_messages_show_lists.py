@@ -91,3 +91,44 @@ def serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eo
     times = []
     tokens = generate_cached(decoder, input_ids, max_new_tokens, eos_token_id, lambda t: times.append(clock()))
     return {"tokens": tokens, "token_times": times, **latency_metrics(arrival_time, times)}
+
+
+def quality_score(completions, quality_set):
+    import json
+
+    import jsonschema
+
+    if type(quality_set) is not dict or not quality_set.get("items"):
+        raise ValueError(f"`quality_set` must hold at least one item, got {quality_set!r}.")
+    items = quality_set["items"]
+    prompts = [items[i]["prompt"] for i in range(len(items))]
+    if type(completions) is not dict:
+        raise ValueError(f"`completions` must be a dict of prompt -> text, got {completions!r}.")
+    if sorted(completions) != sorted(prompts):
+        raise ValueError(f"`completions` must hold exactly the set's prompts, got {sorted(completions)} "
+                         f"for {sorted(prompts)}.")
+    if any(type(completions[p]) is not str for p in prompts):
+        raise ValueError(f"`completions` must map every prompt to a str, got {completions!r}.")
+    validator = jsonschema.Draft202012Validator(quality_set["schema"])
+    exact, passing = [], 0
+    for i in range(len(items)):
+        try:
+            value = json.loads(completions[prompts[i]])
+        except ValueError:
+            continue
+        passing += 1 if validator.is_valid(value) else 0
+        if value == items[i]["expected"]:
+            exact.append(prompts[i])
+    return {"n": len(items), "exact": len(exact) / len(items), "schema_pass": passing / len(items),
+            "exact_prompts": exact}
+
+
+def regressed(baseline, candidate, *, tolerance):
+    if type(tolerance) not in (int, float) or not 0 <= tolerance <= 1:
+        raise ValueError(f"`tolerance` must be in [0, 1], got {tolerance}.")
+    if candidate["n"] != baseline["n"]:
+        raise ValueError(f"`candidate` has n = {candidate['n']}, the baseline {baseline['n']}: got {candidate!r}.")
+    keys = ["exact", "schema_pass"]
+    dropped = [keys[i] for i in range(2) if baseline[keys[i]] - candidate[keys[i]] > tolerance]
+    lost = [p for p in baseline["exact_prompts"] if p not in candidate["exact_prompts"]]
+    return len(dropped) > 0, f"dropped beyond {tolerance}: {dropped}; no longer exact: {lost}"

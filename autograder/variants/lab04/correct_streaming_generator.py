@@ -95,3 +95,46 @@ def serve_request(decoder, input_ids, max_new_tokens, *, arrival_time, clock, eo
         tokens.append(token)
     metrics = latency_metrics(arrival_time, times)
     return {"tokens": tokens, "token_times": times, **metrics}
+
+
+def _outcomes(completions, quality_set):
+    """Yield (prompt, exact, well_formed) for each item, lazily."""
+    import json
+
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(quality_set["schema"])
+    for item in quality_set["items"]:
+        try:
+            value = json.loads(completions[item["prompt"]])
+        except json.JSONDecodeError:
+            yield item["prompt"], False, False
+            continue
+        yield item["prompt"], value == item["expected"], validator.is_valid(value)
+
+
+def quality_score(completions, quality_set):
+    if not isinstance(quality_set, dict) or not quality_set.get("items"):
+        raise ValueError(f"`quality_set` must be a quality set with items, got {quality_set!r}.")
+    if not isinstance(completions, dict):
+        raise ValueError(f"`completions` must be a dict, got {completions!r}.")
+    wanted = {item["prompt"] for item in quality_set["items"]}
+    odd = next((p for p in list(wanted) + list(completions) if (p in wanted) != (p in completions)), None)
+    if odd is not None:
+        raise ValueError(f"`completions` and the quality set disagree on the prompt {odd!r}.")
+    if not all(isinstance(text, str) for text in completions.values()):
+        raise ValueError(f"`completions` must hold str values, got {completions!r}.")
+    rows = list(_outcomes(completions, quality_set))
+    n = len(rows)
+    return {"n": n, "exact": sum(e for _, e, _ in rows) / n, "schema_pass": sum(w for _, _, w in rows) / n,
+            "exact_prompts": [p for p, e, _ in rows if e]}
+
+
+def regressed(baseline, candidate, *, tolerance):
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 1:
+        raise ValueError(f"`tolerance` must be a number in [0, 1], got {tolerance!r}.")
+    if baseline["n"] != candidate["n"]:
+        raise ValueError(f"`candidate` was scored on {candidate['n']} prompts, the baseline on {baseline['n']}.")
+    dropped = list(m for m in ("exact", "schema_pass") if baseline[m] - candidate[m] > tolerance)
+    lost = list(p for p in baseline["exact_prompts"] if p not in candidate["exact_prompts"])
+    return bool(dropped), " | ".join(dropped + [f"lost {p!r}" for p in lost]) or "kept"
