@@ -74,12 +74,15 @@ first_deviation(baseline, incident, threshold=0.25)
   | the stage and evidence of every incident set        | diagnoses_* (seven sets)                          |
   | the first stage of the table wins                   | queue_before_decode                               |
   | noise is no deviation (None)                        | noise_is_not_a_deviation                          |
+  | a check one side has no value of is skipped         | skips_a_metric_one_side_lacks                     |
   | a share deviates by its absolute growth             | share_growth_is_absolute                          |
 trace_record(spans, *, tokenizer_version)
   | schema-valid, equal to the reference on every       | stop_request_record, every_ending,                |
   |   ending (a request cancelled in the queue too)     | cancelled_in_queue                                |
 to_chrome_trace(spans, counters=())
   | "X" events in us                                    | units_are_microseconds                            |
+  | args = the span's attributes as plain values        | x_events_carry_the_attributes                     |
+  | displayTimeUnit "ms"                                | display_time_unit_is_ms                           |
   | one track per request, named by an "M" event        | one_track_per_request, units_are_microseconds     |
   | stages nest inside their root on each track         | spans_nest_on_each_track                          |
   | an "i" instant per token, on its request's track    | tokens_are_instants_on_their_track                |

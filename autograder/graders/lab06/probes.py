@@ -129,7 +129,12 @@ def slow_decode(rows: list[dict]) -> list[dict]:
     return [{**r, "tpot": None if r["tpot"] is None else r["tpot"] * 3} for r in rows]
 
 
-TRANSFORMS = {None: lambda rows: rows, "slow_decode": slow_decode}
+def no_prefill(rows: list[dict]) -> list[dict]:
+    """`rows` without a prefill time anywhere (a trace that does not record that stage)."""
+    return [{**r, "prefill": None} for r in rows]
+
+
+TRANSFORMS = {None: lambda rows: rows, "slow_decode": slow_decode, "no_prefill": no_prefill}
 
 
 def _plain_attr(v):

@@ -24,6 +24,9 @@ TRACK_HINT = ("One track per request: every span of a request (root and stages) 
               "other request's; then stages nest inside their root.")
 TOKEN_HINT = ("Each \"token\" event of a span becomes {\"ph\": \"i\", \"s\": \"t\", \"name\": \"token\", \"ts\": us, "
               "\"pid\": .., \"tid\": its request's track}: an instant on that request's track.")
+ARGS_HINT = ("Each \"X\" event's args are its span's attributes as plain JSON values (a tuple becomes a list), "
+             "the root's GenAI and course.* attributes among them.")
+UNIT_HINT = "The trace says its display unit: {\"traceEvents\": [...], \"displayTimeUnit\": \"ms\"}."
 COUNTER_HINT = ("One {\"ph\": \"C\", \"name\": name, \"ts\": us, \"pid\": .., \"args\": {\"value\": value}} per "
                 "counter sample.")
 
@@ -47,6 +50,10 @@ def tracks(trace, what):
                     raise Fail(f"an \"X\" event has no {key!r}", got=describe(e),
                                hint="Complete events need name, ph, ts, dur, pid and tid.")
             xs.setdefault((e["pid"], e["tid"]), []).append(e)
+    args = {}
+    for key, events in xs.items():
+        args[names.get(key)] = sorted((x["name"], round(float(x["ts"]), 3), json.dumps(x.get("args"), sort_keys=True))
+                                      for x in events)
     instants: dict = {}
     for e in ev:
         if e.get("ph") == "i":
@@ -55,7 +62,7 @@ def tracks(trace, what):
     instants = {rid: sorted(v) for rid, v in instants.items()}
     counters = sorted((e.get("name"), round(float(e.get("ts", -1)), 3), json.dumps(e.get("args"), sort_keys=True))
                       for e in ev if e.get("ph") == "C")
-    return names, xs, counters, instants
+    return names, xs, counters, instants, args
 
 
 def judge_tracks(g_names, g_xs, expected, hint):
@@ -103,15 +110,19 @@ def judge_nesting(g_xs, expected, hint):
          points=2, fixture="trace_mixed"),
     case("tokens_are_instants_on_their_track", "trace_paths", "instants", TOKEN_HINT, probe=("chrome", "trace_paths"),
          fixture="trace_paths"),
+    case("x_events_carry_the_attributes", "trace_paths", "args", ARGS_HINT, probe=("chrome", "trace_paths"),
+         fixture="trace_paths"),
+    case("display_time_unit_is_ms", "trace_paths", "unit", UNIT_HINT, probe=("chrome", "trace_paths"),
+         fixture="trace_paths"),
     case("counters_are_c_events", "trace_queue_cancel", "counters", COUNTER_HINT,
          probe=("chrome", "trace_queue_cancel"), fixture="trace_queue_cancel"),
 ])
 def test_chrome_trace(observation, name, aspect, hint):
     """The export's tracks, "X" events (us), nesting and "C" counters against the reference's."""
     got = result_of({"result": observation}, f"to_chrome_trace(<spans of {name}>)")
-    e_names, e_xs, e_counters, e_instants = tracks(ref.to_chrome_trace(build_spans(name), counters_of(name)),
-                                                   "expected")
-    g_names, g_xs, g_counters, g_instants = tracks(got, "the result")
+    e_trace = ref.to_chrome_trace(build_spans(name), counters_of(name))
+    e_names, e_xs, e_counters, e_instants, e_args = tracks(e_trace, "expected")
+    g_names, g_xs, g_counters, g_instants, g_args = tracks(got, "the result")
     expected = {e_names[k]: sorted((x["name"], round(x["ts"], 3), round(x["dur"], 3)) for x in v)
                 for k, v in e_xs.items()}
     if aspect in ("units", "tracks"):
@@ -123,6 +134,14 @@ def test_chrome_trace(observation, name, aspect, hint):
             if g_instants.get(rid) != e:
                 raise Fail(f"the \"i\" token events on the track of {rid!r} (name, ts us) are wrong",
                            expected=e[:6], got=(g_instants.get(rid) or [])[:6], hint=hint)
+    if aspect == "args":
+        for rid, e in sorted((k, v) for k, v in e_args.items() if k is not None):
+            if g_args.get(rid) != e:
+                raise Fail(f"the args of the \"X\" events on the track of {rid!r} are wrong",
+                           expected=e[:3], got=(g_args.get(rid) or [])[:3], hint=hint)
+    if aspect == "unit" and got.get("displayTimeUnit") != e_trace["displayTimeUnit"]:
+        raise Fail("the trace's \"displayTimeUnit\" is wrong", expected=e_trace["displayTimeUnit"],
+                   got=got.get("displayTimeUnit"), hint=hint)
     if aspect == "counters" and g_counters != e_counters:
         raise Fail("the \"C\" counter events (name, ts us, args) are wrong", expected=e_counters[:6],
                    got=g_counters[:6], hint=hint)

@@ -214,4 +214,4 @@ def to_chrome_trace(spans, counters=()):
     xs.sort(key=lambda pair: pair[0])
     cs = [{"name": c["name"], "ph": "C", "pid": 1, "ts": round(c["time"] * 1e9) / 1e3, "args": {"value": c["value"]}}
           for c in counters]
-    return {"traceEvents": meta + [x for _, x in xs] + cs}
+    return {"traceEvents": meta + [x for _, x in xs] + cs, "displayTimeUnit": "ms"}
