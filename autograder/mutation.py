@@ -145,6 +145,17 @@ EQUIVALENT = {
         "error-message text (how many positions it shows)",
     ("course.sampling", 'raise ValueError(f"`{name}` must keep at least one finite logit per row, got all -inf in '
                         'rows {rows[:6]}.")'): "error-message text (how many rows it shows)",
+    # lab06: the reference's helpers around the judges
+    ("autograder.reference.lab06", 'spans_from_events(events, provider.get_tracer("XXreferenceXX"))'):
+        "the name of the reference's instrumentation scope; no judge reads it",
+    ("autograder.reference.lab06", "@lru_cache(maxsize=2)"): "the cache holds the one schema validator either way",
+    ("autograder.reference.lab06", "errors = sorted(_validator().iter_errors(record), key=lambda e: None)"):
+        "which of several schema errors the hint names first (every one of them is an error)",
+    ("autograder.reference.lab06", 'where = "XX/XX".join(str(p) for p in e.path) or "(the record)"'):
+        "error-message text (the separator of a nested path in the hint)",
+    ("autograder.reference.lab06", 'where = "/".join(str(p) for p in e.path) or "XX(the record)XX"'):
+        "error-message text (the hint's name for the record itself)",
+    ("autograder.reference.lab06", 'return f"XX{where}: {e.message}XX"'): "error-message text (the hint's wording)",
 }
 # Survivors read and found to be real gaps (a clause no hidden case exercises), keyed like
 # EQUIVALENT: what a case would have to do to kill them.
