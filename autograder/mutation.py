@@ -164,6 +164,12 @@ GAPS = {
      "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
         "best_temperature_for_token must reject a bool token_id (True is not a token id); no hidden case "
         "passes one, so a reference that accepts True as token 1 goes unnoticed",
+    # lab06: course.tracing guards the course API against attributes OpenTelemetry cannot store; no lab06
+    # clause asks a submission to reject such attributes, so no case hands the reference one
+    ("course.tracing", "return True"): "_attr_value_ok: no case gives the reference an attribute value that is "
+                                       "not a str, bool, int, finite float or a list of them",
+    ("course.tracing", "if not isinstance(k, str) and not k:"):
+        "_check_attributes: no case gives the reference an attribute with an empty or non-string key",
 }
 
 
