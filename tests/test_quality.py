@@ -18,8 +18,10 @@ VALIDATOR = jsonschema.Draft202012Validator(quality.tool_call_schema())
 
 # The tiny model's greedy completions as datasets/tiny-model/README.md lists them.
 README = {
-    "User: convert 250 USD to EUR\nCall: ": '{"tool": "convert_currency", "args": {"amount": 133, "from": "GBP", "to": "EUR"}}',
-    "User: how much is 40 GBP in JPY\nCall: ": '{"tool": "convert_currency", "args": {"amount": 12, "from": "GBP", "to": "GBP"}}',
+    "User: convert 250 USD to EUR\nCall: ":
+        '{"tool": "convert_currency", "args": {"amount": 133, "from": "GBP", "to": "EUR"}}',
+    "User: how much is 40 GBP in JPY\nCall: ":
+        '{"tool": "convert_currency", "args": {"amount": 12, "from": "GBP", "to": "GBP"}}',
     "User: set a timer for 15 minutes\nCall: ": '{"tool": "set_timer", "args": {"minutes": 11}}',
     "User: remind me in 45 minutes\nCall: ": '{"tool": "set_timer", "args": {"minutes": 11}}',
     "User: compute 12 * 7\nCall: ": '{"tool": "calculator", "args": {"expression": "111 * 22"}}',

@@ -153,7 +153,7 @@ def test_regressed(observation, key, hint):
          probe=("regress_rejects", "rejects_scores_of_different_sets")),
 ])
 def test_regressed_rejects(observation, key, hint):
-    """A tolerance outside [0, 1], NaN or a bool, and scores of different sets, raise ValueError naming the parameter."""
+    """A tolerance outside [0, 1], NaN or a bool, and scores of different sets, raise ValueError naming it."""
     for (param, shown, baseline, candidate, tolerance), rec in zip(REGRESS_BAD[key], observation):
         call = f"regressed(baseline, candidate, tolerance={tolerance!r})"
         reference_rejects(ref.regressed, (baseline, candidate), {"tolerance": tolerance}, call)

@@ -3,7 +3,8 @@ not counted as well-formed (schema_pass becomes a second count of exact)."""
 
 BASE = "solution"   # every cell as in the solution notebook, but for what follows
 
-EXPECT_FAIL = {"quality_score_counts_exact_and_schema": ["hand_checked_completions", "key_order_and_spaces_do_not_matter",
+EXPECT_FAIL = {"quality_score_counts_exact_and_schema": ["hand_checked_completions",
+                                                         "key_order_and_spaces_do_not_matter",
                                                          "tiny_model_readme_completions"]}
 
 _solution_quality_score = quality_score
