@@ -515,3 +515,54 @@ def test_grade_refuses_a_transformer_that_is_not_ipythons(monkeypatch):
     shell.input_transformer_manager.cleanup_transforms.pop()
     shell.ast_transformers = [re.compile("x")]
     assert "an AST transformer that is not IPython's own" in kernel.kernel_tampering()
+
+
+KERNEL_CAUGHT = {
+    "ast_transformer_not_ipythons": "import ast\nget_ipython().ast_transformers.append(ast.NodeTransformer())\n",
+    "input_transformer_not_ipythons": "import functools\n"
+                                      "get_ipython().input_transformers_post.append(functools.partial(list))\n",
+    "config_magic": "%config InteractiveShell.ast_node_interactivity = 'none'\n",
+    "grader_module_in_sys_modules": "import sys, types\n_m = types.ModuleType('autograder.helpers')\n"
+                                    "_m.__file__ = '/tmp/x/autograder/helpers.py'\nsys.modules['autograder.helpers'] = _m\n",
+}
+
+
+def _scored_by_nbgrader(tmp_path: Path, before: str | None) -> list[float]:
+    """lab00's source notebook (hidden tests in), its solution cell holding the honest
+    submission and `before` as a cell ahead of it, run as `nbgrader autograde` runs it
+    (errors allowed, NBGRADER_EXECUTION set) and scored with nbgrader's determine_grade."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbgrader.utils import determine_grade
+    nb = nbformat.read(str(ROOT / "solutions" / "lab00" / "lab00.ipynb"), as_version=4)
+    cells = []
+    for c in nb.cells:
+        m = c.metadata.get("nbgrader", {})
+        if c.cell_type == "code" and m.get("solution"):
+            if before is not None:
+                cells.append(nbformat.v4.new_code_cell(before))
+            c.source = adversarial.sources()["honest"].read_text()
+        if c.cell_type == "code" and (m.get("grade") or m.get("solution") or
+                                      str(m.get("grade_id", "")).startswith("imports")):
+            cells.append(c)
+    nb.cells = cells
+    env = dict(os.environ, NBGRADER_EXECUTION="autograde")
+    old = os.environ.copy()
+    os.environ.update(env)
+    try:
+        NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return [determine_grade(c)[0] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+@pytest.mark.slow
+def test_kernel_tricks_that_grade_catches_in_a_real_kernel(tmp_path):
+    """Under nbgrader autograde, a correct submission keeps its points, and the same
+    submission after each of these one-cell tricks scores 0 (grade() and check() refuse a
+    kernel with a transformer that is not IPython's own or a grader module from elsewhere)."""
+    assert _scored_by_nbgrader(tmp_path, None) == [float(FULL)]
+    for name, code in KERNEL_CAUGHT.items():
+        assert _scored_by_nbgrader(tmp_path, code) == [0], name
