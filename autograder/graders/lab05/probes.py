@@ -5,6 +5,11 @@ cell, the shipped tiny model, the allocator's operation sequences, the toy decod
 the student's code and records what happened. Plain arguments (numbers, lists, names of
 inputs) come from the tests' markers; a probe deep-copies what it hands the student's code.
 
+Every pool a probe builds is audited (checks.Ledger in front of its allocator): the free
+blocks a case judges (after a run, a release, a reserve) are the grader's count of the ids
+handed out and given back, never the student's allocator's num_free, which could lie. The
+allocator's own counters are judged only where they are the exercise (run_ops).
+
 A probe is a public function whose first parameter is `ns` (the student's namespace).
 """
 from __future__ import annotations
