@@ -103,7 +103,8 @@ accept_with_retries
   |                                                    | error_and_timeout_retried_with_reasons,           |
   |                                                    | schema_retried_until_the_limit                    |
   | never retried: cancelled, content_filter,          | cancelled_never_retried, permission_never_..,     |
-  |   permission                                       | content_filter_never_retried                      |
+  |   permission, execute                              | content_filter_never_retried,                     |
+  |                                                    | execute_failure_never_retried                     |
   | reason None first, then the previous retry_reason  | every retry case (the reasons passed on)          |
   | the last allowed attempt is not retried            | schema_retried_until_the_limit                    |
   | max_attempts an int >= 1, else ValueError          | rejects_bad_max_attempts                          |

@@ -312,7 +312,7 @@ ACCEPT_TEXTS = {
     ],
 }
 
-# accept_with_retries: case -> (the run spec of each attempt, max_attempts)
+# accept_with_retries: case -> (the run spec of each attempt, max_attempts[, the executor's exception])
 RETRIES = {
     "length_retried_then_accepted": ([CUT, OK], 3),
     "cancelled_never_retried": ([CANCEL_HALF, OK], 3),
@@ -320,6 +320,7 @@ RETRIES = {
     "content_filter_never_retried": ([FILTERED, OK], 3),
     "schema_retried_until_the_limit": ([ENUM, ENUM, ENUM], 2),
     "error_and_timeout_retried_with_reasons": ([REPAIRABLE[2], TIMEOUT, OK], 3),
+    "execute_failure_never_retried": ([OK, OK], 3, TimeoutError("weather service down")),
 }
 
 # the runs whose course results probes hand to the student (datasets/fixtures/lab03_runs.json)

@@ -192,9 +192,9 @@ def accepts_texts(ns, key: str) -> list:
 
 def retries(ns, key: str) -> dict:
     """accept_with_retries over the course results of RETRIES[key]'s attempts."""
-    plan, max_attempts = RETRIES[key]
+    plan, max_attempts, *fail_with = RETRIES[key]
     fn = function(ns, "accept_with_retries")
-    reasons, ex = [], RecordingExecutor()
+    reasons, ex = [], RecordingExecutor(fail_with=fail_with[0] if fail_with else None)
 
     def attempt(i, reason):
         reasons.append(reason)

@@ -145,11 +145,13 @@ def retry(name, hint=None, *, visible=False):
     retry("content_filter_never_retried"),
     retry("schema_retried_until_the_limit"),
     retry("error_and_timeout_retried_with_reasons"),
+    retry("execute_failure_never_retried", "The side effect already ran (and failed): running the call again "
+          "could repeat it. Only length, timeout, error, parse and schema are retried."),
 ])
 def test_retries(observation, key, hint):
     """The attempt log, the reasons passed on and the executor's runs of the course's accept_with_retries."""
-    plan, max_attempts = RETRIES[key]
-    reasons, ex = [], RecordingExecutor()
+    plan, max_attempts, *fail_with = RETRIES[key]
+    reasons, ex = [], RecordingExecutor(fail_with=fail_with[0] if fail_with else None)
 
     def attempt(i, reason):
         reasons.append(reason)
