@@ -236,16 +236,18 @@ class Ledger:
         object.__setattr__(self, "_most", max(self._most, len(held)))
 
     def allocate(self, n):
-        got = self._inner.allocate(n)
+        got = _ids(self._inner.allocate(n))
         self._count(got, 1, new=True)
         return got
 
     def share(self, block_ids):
+        block_ids = _ids(block_ids)
         out = self._inner.share(block_ids)
         self._count(block_ids, 1, new=False)
         return out
 
     def free(self, block_ids):
+        block_ids = _ids(block_ids)
         out = self._inner.free(block_ids)
         self._count(block_ids, -1, new=False)
         return out
@@ -255,6 +257,12 @@ class Ledger:
         0..num_blocks-1 is counted as used too: the pool may look over-full, never free)."""
         used = len(self._held)
         return {"num_free": self.num_blocks - used, "num_used": used, "high_water": self._most}
+
+
+def _ids(ids):
+    """A list or tuple as it is; any other iterable (a generator...) read once, into a list,
+    so the allocator and the ledger see the same ids."""
+    return ids if isinstance(ids, (list, tuple)) else list(ids)
 
 
 def audited(pool):
