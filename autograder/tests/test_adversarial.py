@@ -349,14 +349,14 @@ def test_python_level_protection_alone_stops_the_python_attacks(tmp_path, monkey
 
 # ---------------------------------------------------------------- one message cannot hurt the batch
 
-def test_a_63_mib_result_fails_its_case_and_its_record_stays_small(graded):
-    """huge_result returns 63 MiB (the child refuses to send it and says how large it was);
+def test_a_result_over_the_limit_fails_its_case_and_its_record_stays_small(graded):
+    """huge_result returns 4 MiB (the child refuses to send it and says how large it was);
     huge_raw_write writes 63 MiB past that check (the parent stops reading at the limit).
     Every case they reach fails with the limit in its message, and neither the JSON record
     nor the feedback grows with what was sent."""
     from autograder.isolation import MAX_MESSAGE
     assert MAX_MESSAGE == 1 << 20, "the README states a limit of 1 MiB per message"
-    for name, says in (("huge_result", "the result of this case is 63 MiB; the limit is 1 MiB"),
+    for name, says in (("huge_result", "the result of this case is 4 MiB; the limit is 1 MiB"),
                        ("huge_raw_write", "the result of this case is larger than 1 MiB; the limit is 1 MiB")):
         rec = graded["records"][name]
         msgs = [c["message"] for t in rec["tests"] for c in t["cases"]]
@@ -378,8 +378,8 @@ dest = Path(sys.argv[1])
 limits = Limits(timeout=120, test_timeout=30, case_timeout=15, cell_timeout=30, memory=2 << 30,
                 max_deaths_per_test=6)
 order = ("honest", "honest", "huge_result", "huge_raw_write")
-nbs = {n: write(with_solution_code("lab00", {}, first=adversarial.sources()[n].read_text()), dest / f"{n}.ipynb")
-       for n in set(order)}
+code = {n: adversarial.sources()[n].read_text().replace("SIZE = 4 << 20", "SIZE = 63 << 20") for n in order}
+nbs = {n: write(with_solution_code("lab00", {}, first=code[n]), dest / f"{n}.ipynb") for n in set(order)}
 out = []
 with Runtime("lab00") as rt:
     for name in order:
@@ -387,6 +387,7 @@ with Runtime("lab00") as rt:
         g = grade_isolated(prepare(nbs[name], "lab00"), rt, limits=limits)
         after = resource.getrusage(resource.RUSAGE_SELF)
         out.append({"name": name, "score": g.score, "maxrss_kib": after.ru_maxrss,
+                    "messages": [c.message for t in g.tests for c in t.cases],
                     "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime})
 print("COST", json.dumps(out))
 '''
@@ -408,6 +409,7 @@ def test_a_hostile_message_costs_the_grading_parent_no_more_than_an_honest_submi
     runs = json.loads(lines[-1][5:])
     honest, hostile = runs[1], runs[2:]
     assert honest["score"] == FULL and all(h["score"] == 0 for h in hostile), runs
+    assert "the result of this case is 63 MiB; the limit is 1 MiB" in hostile[0]["messages"][0], runs
     for h in hostile:
         grew = (h["maxrss_kib"] - honest["maxrss_kib"]) / 1024
         assert grew < 32, f"{h['name']}: the parent's peak memory rose by {grew:.0f} MiB"
