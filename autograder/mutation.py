@@ -156,6 +156,12 @@ EQUIVALENT = {
     ("autograder.reference.lab06", 'where = "/".join(str(p) for p in e.path) or "XX(the record)XX"'):
         "error-message text (the hint's name for the record itself)",
     ("autograder.reference.lab06", 'return f"XX{where}: {e.message}XX"'): "error-message text (the hint's wording)",
+    ("course.tracing", "self.arrival = None"): "_Request.arrival is never read (the recorder keeps `last`)",
+    **{("course.tracing", line): "error-message text (which words say why a request id is not open)"
+       for line in ('state = "XXhas already endedXX" if request_id in self.done else "was never started"',
+                    'state = "has already ended" if request_id in self.done else "XXwas never startedXX"',
+                    'state = "has already ended" if request_id not in self.done else "was never started"',
+                    "state = None")},
 }
 # Survivors read and found to be real gaps (a clause no hidden case exercises), keyed like
 # EQUIVALENT: what a case would have to do to kill them.
