@@ -482,6 +482,7 @@ def browser_student(h: Class, driver, name: str, password: str) -> None:
                  "submitted")
     time.sleep(1)
     shot("assignments_tab_submitted")
+    driver.get("about:blank")     # A closes the tab: an open JupyterLab keeps the server from being culled
 
 
 def latest_export(h: Class) -> dict[tuple[str, str], dict]:
@@ -566,6 +567,7 @@ def test_a_class_on_the_hub(hub_class, browser):
     h.as_user(TEACHER, "nbgrader", "db", "assignment", "add", ZH,
               f"--duedate={due.strftime('%Y-%m-%d %H:%M:%S.%f')} UTC")
     time.sleep(1.5)
+    carol.start()                         # again, if the culler stopped it meanwhile
     path = f"{ZH}/{LAB}.ipynb"
     carol.save(path, with_answer(carol.notebook(path), solution_source()))
     carol.assignments("submit", lab=ZH)
@@ -576,6 +578,8 @@ def test_a_class_on_the_hub(hub_class, browser):
     for path in (inbound, bob_sub, bob_sub / f"{LAB}.ipynb", bob_nb, Path(pwd.getpwnam(BOB).pw_dir)):
         assert not h.can_read(ADA, path), f"{ADA} can read {path}"
     assert h.can_read(BOB, bob_sub / f"{LAB}.ipynb") and h.can_read(TEACHER, bob_sub / f"{LAB}.ipynb")
+    for sub in inbound.iterdir():      # the Assignments tab's Submit closes them too, not only the command
+        assert sub.stat().st_mode & 0o007 == 0 and sub.stat().st_gid == gid, f"{sub.name} is open to others"
 
     # The instructor collects in formgrader and autogrades: nbgrader's in-kernel scores.
     teacher.start()                       # again, if the culler stopped it meanwhile
