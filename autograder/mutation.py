@@ -166,6 +166,10 @@ EQUIVALENT = {
 # Survivors read and found to be real gaps (a clause no hidden case exercises), keyed like
 # EQUIVALENT: what a case would have to do to kill them.
 GAPS = {
+    ("course.generation", "if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or "
+                          "input_ids.shape[1] != 1:"):
+        "every lab03 fixture's prompt is one token long, so no case tells shape[0] from shape[1] (nor checks "
+        "usage's input_tokens for a longer prompt); a run with a multi-token prompt would",
     ("autograder.reference.lab01",
      "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
         "best_temperature_for_token must reject a bool token_id (True is not a token id); no hidden case "
