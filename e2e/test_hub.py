@@ -61,7 +61,7 @@ SHOTS_HUB = SHOTS / "hub"        # student A's screenshots, one per step (git-ig
 # What student A types into greedy_token's cell in the browser, in place of the stub's
 # `raise NotImplementedError()` (the editor indents the second line like the first).
 TYPED = ('if not isinstance(logits, torch.Tensor) or logits.dim() != 1 or torch.isnan(logits).any(): '
-         'raise ValueError("`logits` must be a 1-D tensor without NaN")',
+         'raise ValueError(f"`logits` must be a 1-D tensor without NaN, got {logits!r}.")',
          "return int(torch.argmax(logits))")
 GROUP = "ltft-test-instructors"
 PLAIN_BEFORE: list[Path] = []    # folders whose ACL the test adds, and removes whole afterwards
