@@ -723,3 +723,11 @@ def test_helm_values_parse_and_their_python_compiles():
     compile(values["hub"]["extraConfig"]["ltft"], "values.yaml:hub.extraConfig.ltft", "exec")
     assert values["cull"]["enabled"] and set(values["hub"]["extraFiles"]) == {"roster", "rosterModule"}
     assert "roster.py" in values["hub"]["extraFiles"]["rosterModule"]["mountPath"]
+
+
+def test_term_names_an_edition_by_its_lab_and_language():
+    import term
+    assert term.lab_of("lab01") == ("lab01", None) and term.lab_of("lab01-zh") == ("lab01", "zh")
+    for bad in ("lab1", "lab01_zh", "lab01-", "LAB01", "lab01-zh-x"):
+        with pytest.raises(ValueError, match="`assignment` must be labNN or labNN-LANG"):
+            term.lab_of(bad)
