@@ -32,11 +32,12 @@ Unknown paths answer 404 and wrong methods 405 (with Allow), in the same shape.
 
 How a request flows. The handler reads the body within those limits; parsing, checking
 against the request model (400 naming the parameter and the value, in OpenAI's error
-shape) and turning the prompt into token ids run in a worker thread (anyio.to_thread)
-for a body over INLINE_PARSE_BYTES = 4 KiB, so a large prompt never stalls the event
-loop, /health or other streams; a smaller body is parsed in place (the hop to a thread
-and back would cost more than the work). A text longer than the context could hold even
-at the tokenizer's longest token is refused without tokenizing it (max_chars_per_token).
+shape) and turning the prompt into token ids run in a worker thread (anyio.to_thread),
+so a large prompt never stalls the event loop, /health or other streams (parsing small
+bodies in place was tried: with 16 streams restarting together it admitted them to the
+engine one by one and the first token came later). A text longer than the context could
+hold even at the tokenizer's longest token is refused without tokenizing it
+(max_chars_per_token).
 The handler then hands `add_request` to ONE background thread, the engine loop. That
 thread owns the engine: it runs queued commands (add, abort), calls `engine.step()`, and
 routes every RequestOutput to the asyncio queue of its request. The handler reads its
@@ -139,9 +140,6 @@ BODY_READ_TIMEOUT_S = 10.0
 # A connection that has not sent a request's complete headers this many seconds after it
 # opened (or after its previous response ended) is closed (see guarded_h11).
 HEADER_TIMEOUT_S = 10.0
-# Bodies up to this size are parsed and tokenized on the event loop (well under a
-# millisecond); larger ones in a worker thread, so a long prompt never stalls other streams.
-INLINE_PARSE_BYTES = 4096
 # A temperature below this samples greedily, as in vLLM (its _SAMPLING_EPS): dividing logits
 # by a temperature near zero overflows to inf instead of approaching argmax.
 GREEDY_BELOW = 1e-5
@@ -848,10 +846,7 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     async def handle(request: Request, kind: str):
         try:
             raw = await read_body(request)
-            if len(raw) <= INLINE_PARSE_BYTES:    # a thread hop would cost more than the work
-                parsed = check(raw, kind)
-            else:
-                parsed = await anyio.to_thread.run_sync(check, raw, kind)
+            parsed = await anyio.to_thread.run_sync(check, raw, kind)
         except APIErrorResponse as err:
             metrics.rejected.labels("invalid").inc()
             return error(err)
