@@ -12,7 +12,7 @@ from autograder.core import Fail
 from autograder.reference import lab04 as ref
 
 from .judging import case, close
-from .probes import QUALITY, QUALITY_BAD, REGRESS, REGRESS_BAD, _quality_set
+from ._quality_inputs import QUALITY, QUALITY_BAD, REGRESS, REGRESS_BAD, _quality_set
 
 SCORE_CELL = pytest.mark.cell("quality_score_counts_exact_and_schema",
                               description="quality_score: exact-match and schema-pass rates on a fixed quality set")
