@@ -541,6 +541,9 @@ def test_a_class_on_the_hub(hub_class, browser):
     assert ada.login(h.passwords[ADA])
     ada.start()
     assert "submitted" in [a["status"] for a in ada.assignments() if a["assignment_id"] == LAB]
+    for session in ada.get("api/sessions").json():     # her notebook's kernel, which would keep the server active
+        r = ada.s.delete(f"{ada.server}/api/sessions/{session['id']}", headers=ada.xsrf(), timeout=60)
+        assert r.status_code == 204, f"closing {session['path']}: {r.status_code}"
 
     # Students have no instructor tools.
     bob.start()
