@@ -157,6 +157,7 @@ EQUIVALENT = {
         "error-message text (the hint's name for the record itself)",
     ("autograder.reference.lab06", 'return f"XX{where}: {e.message}XX"'): "error-message text (the hint's wording)",
     ("course.tracing", "self.arrival = None"): "_Request.arrival is never read (the recorder keeps `last`)",
+    ("course.tracing", "req.stage_name = None"): "_Request.stage_name is never read (the open span itself is kept)",
     **{("course.tracing", line): "error-message text (which words say why a request id is not open)"
        for line in ('state = "XXhas already endedXX" if request_id in self.done else "was never started"',
                     'state = "has already ended" if request_id in self.done else "XXwas never startedXX"',
@@ -180,6 +181,9 @@ GAPS = {
                                        "not a str, bool, int, finite float or a list of them",
     ("course.tracing", "if not isinstance(k, str) and not k:"):
         "_check_attributes: no case gives the reference an attribute with an empty or non-string key",
+    ("course.tracing", "if request_id in self.open and request_id in self.done:"):
+        "a request id that arrives twice: lab06's contract does not say what a repeated arrive does, so no case "
+        "sends one",
 }
 
 
