@@ -127,7 +127,7 @@ FORGER = ("import autograder.kernel as _k\n_k.grade = lambda lab, name, ns: 5.0\
 
 
 @pytest.mark.slow
-def test_both_paths_agree_on_a_corpus_and_the_gradebook_gets_the_isolated_scores(tmp_path):
+def test_both_paths_agree_on_a_corpus_and_the_gradebook_gets_the_isolated_scores(tmp_path, capsys):
     from autograder.batch import Entry, grade_batch
     from autograder.isolation import Limits
     from autograder.release import run_nbgrader
@@ -144,7 +144,11 @@ def test_both_paths_agree_on_a_corpus_and_the_gradebook_gets_the_isolated_scores
     put(sub, "stripped", stripped(solved()))
     put(sub, "duplicate_ids", with_duplicate_test_cell(solved()))
     put(sub, "forger", solved(FORGER))
-    assert cli(["preflight", str(sub), "--lab", "lab00", "--fix"]) == 0
+    # preflight fixes what it can and names the forger's kernel trick (a problem it leaves for the isolated grade)
+    assert cli(["preflight", str(sub), "--lab", "lab00", "--fix"]) == 1
+    report = capsys.readouterr().out
+    assert "kernel trick" in report.split("forger:", 1)[1].split("\n\n")[0].split("stripped:")[0], report
+    assert report.count("PROBLEM") == 1, report
 
     run_nbgrader(course, "generate_assignment", "lab00", "--force")
     run_nbgrader(course, "autograde", "lab00", "--force")

@@ -102,7 +102,9 @@ def test_check_prints_its_header_first_and_passes_a_lab_that_runs_the_model(tmp_
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     header = p.stderr.splitlines()[0]
     assert header.startswith("Checking ") and messages.text("check.estimate_first", "en") in header, p.stderr[:500]
-    assert "lab04: 8/8 visible checks passed" in p.stdout
+    from autograder.core import get_tests
+    visible = sum(c.visible for t in get_tests("lab04").values() for c in t.cases)
+    assert visible >= 8 and f"lab04: {visible}/{visible} visible checks passed" in p.stdout, p.stdout[-2000:]
     assert (tmp_path / "logit-to-first-token" / "check-seconds.json").is_file()
 
 
