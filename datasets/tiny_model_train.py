@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from course.quality import EXPECTED  # noqa: E402
 from course.tiny_model import LAB_PROMPTS, TOOL_CALL_MARKER, TOOL_CALL_PROMPTS  # noqa: E402
 
 OUT_DIR = REPO / "datasets" / "tiny-model"
@@ -111,26 +112,9 @@ def tool_call_sample(rng: random.Random) -> tuple[str, str]:
     return request.format(n=name, m=text), call("send_message", to=name, text=text)
 
 
-# What a correct call for each lab tool-call prompt is, to report beside validity
-# how often the model also got the arguments right.
-LAB_EXPECTED = {
-    "User: weather in Paris\nCall: ": call("get_weather", city="Paris", unit="celsius"),
-    "User: what's the weather in Tokyo in fahrenheit\nCall: ": call("get_weather", city="Tokyo", unit="fahrenheit"),
-    "User: how warm is it in Lisbon\nCall: ": call("get_weather", city="Lisbon", unit="celsius"),
-    "User: forecast for Nairobi\nCall: ": call("get_weather", city="Nairobi", unit="celsius"),
-    "User: time in London\nCall: ": call("get_time", city="London"),
-    "User: what time is it in Seoul\nCall: ": call("get_time", city="Seoul"),
-    "User: convert 250 USD to EUR\nCall: ": call("convert_currency", amount=250, **{"from": "USD", "to": "EUR"}),
-    "User: how much is 40 GBP in JPY\nCall: ": call("convert_currency", amount=40, **{"from": "GBP", "to": "JPY"}),
-    "User: set a timer for 15 minutes\nCall: ": call("set_timer", minutes=15),
-    "User: remind me in 45 minutes\nCall: ": call("set_timer", minutes=45),
-    "User: compute 12 * 7\nCall: ": call("calculator", expression="12 * 7"),
-    "User: calculate 300 - 45\nCall: ": call("calculator", expression="300 - 45"),
-    "User: text Alice: running late\nCall: ": call("send_message", to="Alice", text="running late"),
-    "User: message Bob: see you at noon\nCall: ": call("send_message", to="Bob", text="see you at noon"),
-    "User: weather in Oslo in fahrenheit\nCall: ": call("get_weather", city="Oslo", unit="fahrenheit"),
-    "User: current time in Toronto\nCall: ": call("get_time", city="Toronto"),
-}
+# What a correct call for each lab tool-call prompt is (the quality set's right calls), to
+# report beside validity how often the model also got the arguments right.
+LAB_EXPECTED = {prompt: json.dumps(right) for prompt, right in EXPECTED.items()}
 
 
 def sentence_sample(rng: random.Random) -> str:
