@@ -69,7 +69,8 @@ e2e: $(STAMP) $(HUB_STAMP)  ## end to end: real nbgrader over every lab and edit
 	  else echo "e2e needs chromium, chromium-driver, a CJK font and acl: sudo apt-get install chromium chromium-driver fonts-noto-cjk acl"; exit 1; fi; fi
 	@if [ "$$(id -u)" = 0 ] && ! /usr/bin/python3 -c 'import seccomp' 2>/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-seccomp || true; fi  # the emulated container (e2e/test_container.py)
-	$(PY) -m pytest e2e autograder/variants -p no:cacheprovider
+	$(PY) -m pytest e2e -p no:cacheprovider
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest autograder/variants -n 2 --dist loadfile -p no:cacheprovider  # every variant graded case by case, on two workers
 
 release: $(STAMP)  ## regenerate labs/ (student release) from solutions/ with nbgrader
 	$(PY) -m autograder.release $(LABS)
