@@ -4,19 +4,22 @@ whole assignment through nbgrader's exchange, as its people do it.
 hub/roster.py apply makes an instructor and three students (system users with passwords),
 the course folder and the exchange; `jupyterhub -f hub/jupyterhub_config.py` starts with
 PAM login, the proxy from hub/node_modules and an idle culler. The instructor generates
-and releases lab00 from formgrader, and its Chinese edition as assignment lab00-zh from a
+and releases lab01 from formgrader, and its Chinese edition as assignment lab01-zh from a
 terminal (hub/term.py edition). Ada works in headless Chromium: she logs in, opens
-Nbgrader > Assignment List, fetches lab00, types greedy_token into the notebook, saves
-and presses Submit (a screenshot per step in e2e/screenshots/hub/). Bob, in a terminal,
-fetches, replaces the in-kernel checks (which nbgrader's autograde cannot see through)
-and runs `nbgrader submit`. Carol takes lab00-zh: she submits the stub, the instructor
-sets a deadline, she submits the solution after it. Ada cannot read Bob's submission in
-the exchange nor his home folder. The instructor collects in formgrader (Carol's later
-submission), autogrades, grades both assignments with the isolated grader into the
-gradebook (hub/term.py grade), checks that the class CSVs and `nbgrader export` agree and
-that the export shows Carol late, and releases feedback. The culler stops the idle
-servers; the hub is stopped and started again; the students log in, find their work, and
-fetch feedback with the isolated grader's scores (Ada 6/6, Bob 0/6, Carol 6/6).
+Nbgrader > Assignment List, fetches lab01, types check_logits (one solution cell of
+eight) into the notebook, saves and presses Submit (a screenshot per step in
+e2e/screenshots/hub/). Bob, in a terminal, fetches, keeps the stub but replaces the
+in-kernel checks (which nbgrader's autograde cannot see through) and runs `nbgrader
+submit`. Carol takes lab01-zh: she submits the stub, the instructor sets a deadline, she
+submits the full solution after it. Ada cannot read Bob's submission in the exchange nor
+his home folder. The instructor collects in formgrader (Carol's later submission),
+autogrades, grades both assignments with the isolated grader into the gradebook
+(hub/term.py grade), checks that the class CSVs and `nbgrader export` agree and that the
+export shows Carol late, and releases feedback. The culler stops the idle servers; the hub
+is stopped and started again; the students log in, find their work, and fetch feedback
+with the isolated grader's scores. The expected scores come from the points in
+solutions/lab01/lab01.ipynb: Ada gets those of the graded cells that judge check_logits,
+Bob none, Carol all of them.
 
 Needs root (it makes Unix users, and the hub starts servers as them) and chromedriver;
 skipped without root. Users and the group are named ltft-test-* and removed afterwards,
@@ -50,19 +53,20 @@ HUB = ROOT / "hub"
 sys.path.insert(0, str(HUB))
 import roster as class_roster  # noqa: E402  (hub/roster.py)
 
-LAB = "lab00"
+LAB = "lab01"
 ZH = f"{LAB}-zh"          # the Chinese edition, released as an assignment of its own
-POINTS = 6.0
+CELL = "check_logits"     # the one solution cell student A fills in the browser
 TEACHER, ADA, BOB, CAROL = "ltft-test-teacher", "ltft-test-ada", "ltft-test-bob", "ltft-test-carol"
 OUTSIDER = "ltft-test-outsider"
 STUDENTS = (ADA, BOB, CAROL)
 PEOPLE = (TEACHER, *STUDENTS)
 SHOTS_HUB = SHOTS / "hub"        # student A's screenshots, one per step (git-ignored)
-# What student A types into greedy_token's cell in the browser, in place of the stub's
+# What student A types into check_logits's cell in the browser, in place of the stub's
 # `raise NotImplementedError()` (the editor indents the second line like the first).
-TYPED = ('if not isinstance(logits, torch.Tensor) or logits.dim() != 1 or torch.isnan(logits).any(): '
-         'raise ValueError(f"`logits` must be a 1-D tensor without NaN, got {logits!r}.")',
-         "return int(torch.argmax(logits))")
+TYPED = ("if not isinstance(logits, torch.Tensor) or not torch.is_floating_point(logits) or logits.dim() == 0 "
+         "or logits.shape[-1] == 0 or torch.isnan(logits).any() or torch.isneginf(logits).all(dim=-1).any(): "
+         'raise ValueError(f"`logits` cannot be turned into probabilities, got {logits!r}.")',
+         "return None")
 GROUP = "ltft-test-instructors"
 PLAIN_BEFORE: list[Path] = []    # folders whose ACL the test adds, and removes whole afterwards
 CULL_AFTER = 60   # seconds; activity is reported every 5 s in the test (300 s by default)
@@ -70,7 +74,7 @@ CHEAT = '''import autograder.kernel
 autograder.kernel.check = autograder.kernel.grade = lambda *args, **kwargs: None
 
 
-def greedy_token(logits):
+def check_logits(logits):
     raise NotImplementedError()
 '''
 
@@ -345,21 +349,50 @@ def hub_class():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def solution_source() -> str:
-    nb = nbformat.read(str(ROOT / "solutions" / LAB / f"{LAB}.ipynb"), as_version=4)
-    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "greedy_token")
+def source_cells() -> list:
+    """The cells of the lab's nbgrader source notebook, solutions and hidden tests in."""
+    return nbformat.read(str(ROOT / "solutions" / LAB / f"{LAB}.ipynb"), as_version=4).cells
 
 
-def with_answer(nb, source: str):
+def solutions() -> dict[str, str]:
+    """grade id -> the full solution, for every solution cell of the lab."""
+    return {c.metadata.nbgrader.grade_id: c.source for c in source_cells()
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def points(after: str | None = None) -> float:
+    """The lab's points, as its source notebook gives them; with `after`, only those of the
+    graded cells between that solution cell and the next one (the cells that judge it)."""
+    total, counting = 0.0, after is None
+    for c in source_cells():
+        meta = c.metadata.get("nbgrader", {})
+        if after is not None and meta.get("solution"):
+            counting = meta["grade_id"] == after
+        if counting and meta.get("grade"):
+            total += float(meta["points"])
+    return total
+
+
+def with_answer(nb, source: str, cell: str = CELL):
     for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("grade_id") == "greedy_token":
+        if c.metadata.get("nbgrader", {}).get("grade_id") == cell:
             c.source = source
             return nb
-    pytest.fail("the released lab00 has no greedy_token cell")
+    pytest.fail(f"the released {LAB} has no {cell} cell")
 
 
-def answer_in(nb) -> str:
-    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "greedy_token")
+def with_answers(nb, sources: dict[str, str]):
+    for cell, source in sources.items():
+        with_answer(nb, source, cell)
+    return nb
+
+
+def answer_in(nb, cell: str = CELL) -> str:
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == cell)
+
+
+def answers_in(nb) -> dict[str, str]:
+    return {cell: answer_in(nb, cell) for cell in solutions()}
 
 
 def feedback_score(person: Person, lab: str = LAB) -> str:
@@ -419,7 +452,7 @@ def open_assignments_tab(driver):
 
 
 def browser_student(h: Class, driver, name: str, password: str) -> None:
-    """Log in, see lab00 in the Assignments tab, fetch it, write greedy_token in the
+    """Log in, see the lab in the Assignments tab, fetch it, write check_logits in the
     notebook editor, save, submit with the tab's Submit button; a screenshot per step."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -459,8 +492,8 @@ def browser_student(h: Class, driver, name: str, password: str) -> None:
 
     def stub_cell(d):
         return next((c for c in d.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")
-                     if "def greedy_token" in c.text and "NotImplementedError" in c.text), None)
-    cell = browser_wait(driver, stub_cell, 60, "the greedy_token cell", "cell")
+                     if f"def {CELL}(" in c.text and "NotImplementedError" in c.text), None)
+    cell = browser_wait(driver, stub_cell, 60, f"the {CELL} cell", "cell")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
     lines = [line for line in cell.find_elements(By.CSS_SELECTOR, ".cm-line") if "NotImplementedError" in line.text]
     assert lines, "the stub's `raise NotImplementedError()` line is not in the editor"
@@ -472,8 +505,10 @@ def browser_student(h: Class, driver, name: str, password: str) -> None:
     ActionChains(driver).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
     home = Path(pwd.getpwnam(name).pw_dir)
     saved = home / LAB / f"{LAB}.ipynb"
-    browser_wait(driver, lambda d: TYPED[1] in answer_in(nbformat.read(str(saved), as_version=4)), 60,
-                 "the notebook to be saved", "saved")
+
+    def typed_and_saved(d):
+        return all(line in answer_in(nbformat.read(str(saved), as_version=4)) for line in TYPED)
+    browser_wait(driver, typed_and_saved, 60, "the notebook to be saved", "saved")
     shot("solution_written_and_saved")
 
     driver.get(f"{h.url}/user/{name}/lab")
@@ -514,6 +549,10 @@ def gradebook_scores(h: Class) -> dict[tuple[str, str], tuple[float, float]]:
 def test_a_class_on_the_hub(hub_class, browser):
     h = hub_class
     teacher, ada, bob, carol = (Person(h, n) for n in (TEACHER, ADA, BOB, CAROL))
+    # What the isolated grader must give, from the lab's source notebook: A filled one cell and
+    # gets the points of the graded cells that judge it; C's full solution gets them all.
+    full, ada_points = points(), points(after=CELL)
+    assert 0 < ada_points < full, (ada_points, full)
 
     # Login: the roster decides who gets in; PAM checks the password.
     assert not Person(h, ADA).login("not-the-password"), "a wrong password must not log in"
@@ -525,8 +564,8 @@ def test_a_class_on_the_hub(hub_class, browser):
         assert os.stat(pwd.getpwnam(name).pw_dir).st_mode & 0o077 == 0, f"{name}'s home must be private"
     assert h.course.stat().st_mode & 0o7777 == 0o2770 and h.exchange.stat().st_mode & 0o7777 == 0o1777
 
-    # The instructor generates and releases lab00 from formgrader, in the course folder, and
-    # the Chinese edition, lab00-zh, from a terminal (an assignment of its own).
+    # The instructor generates and releases lab01 from formgrader, in the course folder, and
+    # the Chinese edition, lab01-zh, from a terminal (an assignment of its own).
     teacher.start()
     assert teacher.get("formgrader").status_code == 200
     teacher.post(f"formgrader/api/assignment/{LAB}/assign")
@@ -565,8 +604,9 @@ def test_a_class_on_the_hub(hub_class, browser):
     nbformat.write(with_answer(nbformat.read(str(bob_nb), as_version=4), CHEAT), str(bob_nb))
     h.as_user(BOB, "nbgrader", "submit", LAB, student=True)
 
-    # Student C takes the Chinese edition: submits the stub in time, then the solution after
-    # the deadline the instructor set in between; the later one counts and is late.
+    # Student C takes the Chinese edition: submits the stub in time, then the full solution
+    # (every solution cell) after the deadline the instructor set in between; the later one
+    # counts and is late.
     carol.start()
     listed = {a["assignment_id"]: a["status"] for a in carol.assignments()}
     assert listed.get(ZH) == "released" and listed.get(LAB) == "released", listed
@@ -578,7 +618,7 @@ def test_a_class_on_the_hub(hub_class, browser):
     time.sleep(1.5)
     carol.start()                         # again, if the culler stopped it meanwhile
     path = f"{ZH}/{LAB}.ipynb"
-    carol.save(path, with_answer(carol.notebook(path), solution_source()))
+    carol.save(path, with_answers(carol.notebook(path), solutions()))
     carol.assignments("submit", lab=ZH)
 
     # Nobody reads another student's work: not in the exchange, not in their home.
@@ -595,7 +635,7 @@ def test_a_class_on_the_hub(hub_class, browser):
     teacher.post(f"formgrader/api/assignment/{LAB}/collect")
     teacher.post(f"formgrader/api/assignment/{ZH}/collect")
     collected = h.course / "submitted" / CAROL / ZH / f"{LAB}.ipynb"
-    assert answer_in(nbformat.read(str(collected), as_version=4)) == solution_source(), \
+    assert answers_in(nbformat.read(str(collected), as_version=4)) == solutions(), \
         "collect must take C's later submission"
     # Autograding runs every notebook: in a terminal, since formgrader's request would hold
     # the server busy for longer than the test's short culler allows.
@@ -603,13 +643,13 @@ def test_a_class_on_the_hub(hub_class, browser):
     h.as_user(TEACHER, "nbgrader", "autograde", ZH, timeout=600)
     in_kernel = gradebook_scores(h)
     print(f"nbgrader autograde (in-kernel) scores: {in_kernel}")
-    assert in_kernel[(LAB, ADA)][0] == POINTS, in_kernel
+    assert in_kernel[(LAB, ADA)][0] == ada_points, in_kernel
 
     # In a terminal: the isolated grader, its scores into the gradebook, both editions.
     graded = h.as_user(TEACHER, sys.executable, str(HUB / "term.py"), "grade", LAB, ZH, timeout=600)
     isolated = gradebook_scores(h)
     scores = {key: score for key, (score, _) in isolated.items()}
-    assert scores == {(LAB, ADA): POINTS, (LAB, BOB): 0.0, (ZH, CAROL): POINTS}, (
+    assert scores == {(LAB, ADA): ada_points, (LAB, BOB): 0.0, (ZH, CAROL): full}, (
         f"after the isolated grade the gradebook holds {isolated} (nbgrader's own: {in_kernel})\n{graded.stdout}")
     assert isolated[(ZH, CAROL)][1] > 0, "C's second submission came after the deadline: late"
     assert isolated[(LAB, ADA)][1] == isolated[(LAB, BOB)][1] == 0
@@ -646,15 +686,15 @@ def test_a_class_on_the_hub(hub_class, browser):
     assert gradebook_scores(h) == before
     assert sorted(p.name.split("+")[0] for p in inbound.iterdir()) == sorted([ADA, BOB, CAROL, CAROL])
 
-    for student, lab, answer, expect in ((ada, LAB, None, "6/6"), (bob, LAB, CHEAT, "0/6"),
-                                         (carol, ZH, solution_source(), "6/6")):
+    for student, lab, score in ((ada, LAB, ada_points), (bob, LAB, 0.0), (carol, ZH, full)):
         student.s.cookies.clear()
         assert student.login(h.passwords[student.name]), f"{student.name} cannot log in after the restart"
         student.start()
-        kept = answer_in(student.notebook(f"{lab}/{LAB}.ipynb"))
-        assert (TYPED[1] in kept) if answer is None else kept == answer, f"{student.name}'s work was lost"
+        kept = answers_in(student.notebook(f"{lab}/{LAB}.ipynb"))
+        assert {ADA: all(line in kept[CELL] for line in TYPED), BOB: kept[CELL] == CHEAT,
+                CAROL: kept == solutions()}[student.name], f"{student.name}'s work was lost"
         student.assignments("fetch_feedback", lab=lab)
-        assert feedback_score(student, lab) == expect, f"{student.name}'s feedback"
+        assert feedback_score(student, lab) == f"{score:g}/{full:g}", f"{student.name}'s feedback"
 
 
 # --- the pieces, without root ----------------------------------------------------------
