@@ -10,11 +10,19 @@ on the reference engine (course.engine) and compare plain data: tokens, text, fi
 reasons, who was in which forward pass, blocks held. Liveness is judged under a step
 cap (the trace's max_steps), never a wall clock.
 
+The performance grade (test_performance.py) runs one fixed WORKLOAD (32 requests arriving
+over 0.5 s, three aborted) on the cost model of course.batched.SimulatedCost; the judge
+replays the Watch's log of forward passes through the cost model itself to time each token,
+and compares makespan and P95 TTFT with the reference engine's on the same workload. The
+figures (also mean TTFT and P95 TPOT) go into the student's record and the class CSV, and
+`python -m autograder leaderboard` ranks a class by them.
+
 Two models: a scripted batched model (course.batched.ScriptedBatchedModel: exact
 scripted sequences, injected errors and NaN) and the shipped tiny model (tokens equal
 to each request's solo run, logits within 1e-4).
 
-    _inputs.py    the scripted world, Watch, run_trace, the TRACES table by name (sent to the child)
+    _inputs.py    the scripted world, Watch, run_trace, the TRACES table by name, the performance
+                  WORKLOAD and run_workload (sent to the child)
     probes.py     the probes
     judging.py    the trace checks the tests share (shape, per request, the reference's run)
     test_*.py     one file per exercise or property, judged against autograder/reference/lab07.py
@@ -48,6 +56,9 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   |   request that fits alone ends (a step cap)         |                                                  |
   | preemption: the newest, recomputed, same tokens     | preempted_requests_keep_their_tokens, preempts.. |
   | batching pays: 8 concurrent >= 4x sequential        | throughput_on_the_cost_model                     |
+  | performance on the fixed workload (cost model):      | makespan_within_margin_of_the_reference,         |
+  |   makespan <= 1.10x, P95 TTFT <= 1.25x the reference | p95_ttft_within_margin_of_the_reference          |
+  |   engine's, times replayed from the Watch's log      |                                                  |
   | spans: queue, prefill, decode; tokens; endings      | stages_per_request, ttft_tpot_queue_per_request  |
   | counters per step: batch_size, kv_blocks_in_use     | counters_per_step                                |
   | QueueFull, RequestRefused, ValueError(prompt_ids)   | queue_full, refuses_what_never_fits, rejects_..  |

@@ -21,8 +21,9 @@ from course.clock import FakeClock
 from autograder.checks import one_thread
 from autograder.core import Fail, function, raised
 
-from ._inputs import (G, PROMPTS, STREAM_END, TRACES, engine_class, run_trace, sample, scripted,  # noqa: F401
-                      tiny_model, tiny_prompts, tiny_tokenizer)
+from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, WORKLOAD, engine_class, run_trace,  # noqa: F401
+                      run_workload, sample, scripted, tiny_model, tiny_prompts, tiny_tokenizer, workload_model,
+                      workload_prompts)
 
 # ================================================================= probes
 
@@ -46,6 +47,19 @@ def throughput(ns):
         try:
             return {"batched": run_trace(Engine, **copy.deepcopy(TRACES["throughput_8"])),
                     "sequential": run_trace(Engine, **copy.deepcopy(TRACES["throughput_1"]))}
+        except Exception as e:
+            return raised(e)
+
+
+def workload(ns):
+    """The student's Engine through the performance WORKLOAD: run_workload's plain data (the
+    Watch's log and clock), or the exception the engine raised."""
+    with one_thread():
+        Engine = engine_class(ns)
+        try:
+            return run_workload(Engine, **copy.deepcopy(WORKLOAD))
+        except Fail:
+            raise
         except Exception as e:
             return raised(e)
 
