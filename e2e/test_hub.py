@@ -509,6 +509,8 @@ def browser_student(h: Class, driver, name: str, password: str) -> None:
     def typed_and_saved(d):
         return all(line in answer_in(nbformat.read(str(saved), as_version=4)) for line in TYPED)
     browser_wait(driver, typed_and_saved, 60, "the notebook to be saved", "saved")
+    # The long first line scrolled the editor sideways; back to the start of the lines.
+    driver.execute_script("arguments[0].querySelector('.cm-scroller').scrollLeft = 0;", cell)
     shot("solution_written_and_saved")
 
     driver.get(f"{h.url}/user/{name}/lab")
@@ -644,6 +646,7 @@ def test_a_class_on_the_hub(hub_class, browser):
     in_kernel = gradebook_scores(h)
     print(f"nbgrader autograde (in-kernel) scores: {in_kernel}")
     assert in_kernel[(LAB, ADA)][0] == ada_points, in_kernel
+    assert in_kernel[(LAB, BOB)][0] == full, f"B's no-op checks pass every cell in the kernel: {in_kernel}"
 
     # In a terminal: the isolated grader, its scores into the gradebook, both editions.
     graded = h.as_user(TEACHER, sys.executable, str(HUB / "term.py"), "grade", LAB, ZH, timeout=600)
