@@ -18,11 +18,22 @@ run: a planted endless loop; pytest-timeout fails a single test after 30 s first
 surviving mutant is a behaviour no case pins down, or an equivalent mutation; every
 survivor is listed with its diff and its triage (EQUIVALENT, GAPS).
 
+Two things keep a mutant's run short without changing what it measures. The solution is the
+same for every mutant, so a pre-pass gathers its observations once (`--reference-observations`)
+and records, by tracing, which functions of the targets ran before the tests (imports,
+collection, the solution notebook, the probes). A mutant in a function that did not run then
+can change only the judges' side, and is judged on the saved observations; any other mutant
+(module or class level, or a function the solution or a probe ran) probes the solution again
+with the mutant in place. And the test command is served by autograder/mutation_fork.py,
+which imports torch and pytest once and forks a fresh pytest per mutant that imports the
+course from disk. mutmut's own timing run probes live, so its time limit (ten times that run)
+covers a live mutant too.
+
 mutmut writes each mutant into the file itself, so a run never touches this working tree:
 the files git knows here (tracked and untracked, not ignored) are copied to a temporary
 folder, mutmut runs there with this interpreter, and only the report comes back:
-benchmarks/results/mutation_labNN.json. Each mutant costs one pytest start (torch, the
-solution notebook), so a lab takes tens of minutes; not part of `make test`.
+benchmarks/results/mutation_labNN.json. A lab takes minutes to tens of minutes; not part of
+`make test`.
 
 Loaded into that pytest run (`-p autograder.mutation`) this module also makes every
 non-zero pytest exit count as a kill (mutmut reads only exit code 1 as one, but a mutant
@@ -48,10 +59,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 TEST_TIMEOUT_S = 30          # pytest-timeout, per test (the unmutated tests take well under 1 s each)
 LOG_ENV, MUTANT_ENV, LAB_ENV = "L2FT_MUTATION_LOG", "L2FT_MUTANT", "L2FT_MUTATION_LAB"
+TRACE_ENV, LIVE_ENV = "L2FT_MUTATION_TRACE", "L2FT_MUTANT_LIVE"
+OBSERVATIONS, PROBE_CALLS, SOCKET = ".observations.pkl", ".probe-calls.json", ".fork.sock"  # in the copy
 
 # What to mutate per lab: the reference, and the course modules whose functions the
 # judges compute expected values with (a reference re-exports them, or is them).
@@ -75,6 +90,11 @@ NOT_BY_DEFAULT = ("lab05", "lab06", "lab07")
 SCOPE = {
     "course.generation": ("validate_params", "first_stop", "holdback_length", "_check_input_ids", "_steps",
                           "_start", "generate"),
+    # lab07's judges rerun each trace on course.engine.Engine (in scope whole) and take each
+    # request's solo run from solo_greedy; the rest of course.batched is the world both engines
+    # run in (the scripted and cost models, the batched decoder, the request types), an input
+    # like a fixture, not an expected value
+    "course.batched": ("solo_greedy",),
     # course.runs is lab03's scaffolding; of it only the samplers compute what judges expect
     "course.runs": ("greedy_sampler", "seeded_sampler"),
     # lab02's judges take top-k/top-p from course.sampling and its argument checks (through
@@ -193,7 +213,9 @@ def _log(entry: dict) -> None:
     path = os.environ.get(LOG_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"mutant": os.environ.get(MUTANT_ENV, "baseline"), **entry}) + "\n")
+            f.write(json.dumps({"mutant": os.environ.get(MUTANT_ENV, "baseline"),
+                                "live": bool(os.environ.get(LIVE_ENV)) or MUTANT_ENV not in os.environ,
+                                **entry}) + "\n")
 
 
 _FIRST_FAILURE: list[str] = []
@@ -208,6 +230,51 @@ def pytest_runtest_logreport(report):
 def pytest_collectreport(report):
     if report.failed and not _FIRST_FAILURE:
         _FIRST_FAILURE.append(f"collecting {report.nodeid}")
+
+
+def pytest_configure(config):
+    # The solution's observations are gathered once (the pre-pass, TRACE_ENV) and reused for a
+    # mutant in code the pre-pass never ran before the tests; the unmutated run mutmut times
+    # and a mutant in code that did run (LIVE_ENV) probe the solution again, mutant included.
+    if os.environ.get(TRACE_ENV):
+        return
+    if not os.environ.get(MUTANT_ENV) or os.environ.get(LIVE_ENV):
+        config.option.reference_observations = None
+
+
+_CALLED: set = set()
+
+
+def _start_trace() -> None:
+    """Record every function of the lab's TARGETS that runs from here until the tests start
+    (imports, collection, the solution notebook, the probes), in every thread."""
+    import threading
+    files = {os.path.realpath(module_file(m)): module_file(m) for m in TARGETS.get(os.environ.get(LAB_ENV), ())}
+
+    seen: dict[str, str | None] = {}
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            try:
+                name = seen[code.co_filename]
+            except KeyError:
+                name = seen[code.co_filename] = files.get(os.path.realpath(code.co_filename))
+            if name is not None:
+                _CALLED.add((name, code.co_firstlineno, code.co_name))
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_finish(session):
+    yield
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        import threading
+        sys.setprofile(None)
+        threading.setprofile(None)
+        Path(path).write_text(json.dumps(sorted(_CALLED)) + "\n", encoding="utf-8")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -251,6 +318,24 @@ def skip_reason(module: str, source: str, mutation_id) -> str | None:
 
 
 _SOURCES: dict[str, str] = {}
+_CALLS: list = []
+
+
+def runs_before_the_tests(filename: str, source: str, line: int, calls: set) -> bool:
+    """Whether a mutant on `line` (1-based) of `filename` can change what the solution and
+    the probes did in the pre-pass: it sits outside every function (module or class level:
+    it runs at import), or inside a function that ran then (`calls`: (file, first line of
+    the code object, name), as _start_trace records them)."""
+    inside = False
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) \
+                and node.lineno <= line <= node.end_lineno:
+            inside = True
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            name = node.name if not isinstance(node, ast.Lambda) else "<lambda>"
+            if (filename, first, name) in calls:
+                return True
+    return not inside
 
 
 def pre_mutation(context) -> None:
@@ -263,6 +348,12 @@ def pre_mutation(context) -> None:
         context.skip = True
         return
     os.environ[MUTANT_ENV] = mutant_key(filename, context.mutation_id.line_number, context.mutation_id.index)
+    if not _CALLS:
+        _CALLS.append({tuple(c) for c in json.loads(Path(PROBE_CALLS).read_text(encoding="utf-8"))})
+    if runs_before_the_tests(filename, _SOURCES[filename], context.mutation_id.line_number + 1, _CALLS[0]):
+        os.environ[LIVE_ENV] = "1"
+    else:
+        os.environ.pop(LIVE_ENV, None)
 
 
 def mutant_key(filename: str, line_number: int, index: int) -> str:
@@ -281,12 +372,20 @@ def default_labs() -> list[str]:
     return [lab for lab in runnable() if lab not in NOT_BY_DEFAULT]
 
 
+def grader_args(lab: str) -> list[str]:
+    """The lab's graders on the solution notebook, stopping at the first failure, with only
+    the plugins grading needs (pytest's own, pytest-timeout, the graders' conftest, this
+    module); the others installed here cost seconds a start."""
+    return [f"autograder/graders/{lab}", "--reference", "-x", "-q", "--timeout", str(TEST_TIMEOUT_S),
+            "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "autograder.mutation",
+            "--reference-observations", OBSERVATIONS]
+
+
 def runner(lab: str, python: str = sys.executable) -> str:
-    """mutmut's test command: the lab's graders on the solution notebook, stopping at the
-    first failure, with only the plugins grading needs (pytest's own, pytest-timeout, the
-    graders' conftest, this module); the others installed here cost seconds a start."""
-    return (f"env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {python} -m pytest autograder/graders/{lab} --reference -x -q "
-            f"--timeout {TEST_TIMEOUT_S} -p pytest_timeout -p no:cacheprovider -p autograder.mutation")
+    """mutmut's test command: grader_args(lab), run by a child of the copy's fork server
+    (autograder/mutation_fork.py: torch and pytest imported once, the course from disk)."""
+    return (f"env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {python} autograder/mutation_fork.py run {SOCKET} -- "
+            + shlex.join(grader_args(lab)))
 
 
 def private_copy(dest: Path) -> Path:
@@ -377,6 +476,7 @@ def report(lab: str, copy: Path, seconds: float) -> dict:
         else:
             raise RuntimeError(f"{lab}: mutant {filename}:{line_number + 1} was not run (status {status!r})")
         row = {"module": module, "line": line_number + 1, "killed_by": killed_by, "diff": diff,
+               "probed_live": entry.get("live"),
                "equivalent": None if killed_by else equivalence(module, diff)}
         if not killed_by and not row["equivalent"]:
             row["triage"] = GAPS.get(_key(module, diff), "not triaged yet")
@@ -388,6 +488,7 @@ def report(lab: str, copy: Path, seconds: float) -> dict:
             "mutants": len(rows), "killed": killed, "equivalent": equivalent, "survived": counted - killed,
             "timeouts": sum(1 for r in rows if (r["killed_by"] or "").startswith("timeout")),
             "not_counted": skipped,
+            "probed_live": sum(1 for r in rows if r.get("probed_live")),
             "score": round(killed / counted, 4) if counted else None,
             "raw_score": round(killed / len(rows), 4) if rows else None,
             "seconds": round(seconds, 1),
@@ -413,12 +514,28 @@ def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
                                cwd=copy, env=env, check=True, capture_output=True, text=True).stdout.split()
         if [Path(w).resolve() for w in where] != [(copy / f).resolve() for f in files]:
             raise RuntimeError(f"the copy imports {where}, not its own {files}")
+        # the pre-pass: the solution's observations, and which functions of the targets run
+        # before the tests (a mutant there is probed live)
+        pre = subprocess.run([sys.executable, "-m", "pytest", *grader_args(lab)], cwd=copy,
+                             env={**env, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                                  TRACE_ENV: str(copy / PROBE_CALLS)}, capture_output=True, text=True)
+        if pre.returncode != 0 or not (copy / OBSERVATIONS).is_file():
+            raise RuntimeError(f"{lab}: the solution fails its graders unmutated (exit {pre.returncode}):\n"
+                               f"{pre.stdout[-3000:]}\n{pre.stderr[-3000:]}")
+        server = subprocess.Popen([sys.executable, "autograder/mutation_fork.py", "serve", SOCKET], cwd=copy,
+                                  env={**env, "PYTHONDONTWRITEBYTECODE": "1"}, stdout=subprocess.PIPE, text=True)
+        if server.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{lab}: the fork server did not start")
         cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", ",".join(files),
                "--tests-dir", f"autograder/graders/{lab}", "--runner", runner(lab),
                "--simple-output", "--no-progress"]
         log(f"{lab}: mutmut in {copy}\n  {shlex.join(cmd)}")
         start = time.perf_counter()
-        done = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+        try:
+            done = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+        finally:
+            server.kill()
+            server.wait()
         seconds = time.perf_counter() - start
         (copy / ".mutation-seconds").write_text(f"{seconds:.1f}\n", encoding="utf-8")
         if not (copy / ".mutmut-cache").exists() or "Failed to run" in done.stdout + done.stderr:
@@ -460,6 +577,11 @@ def main(argv=None) -> int:
         print(f"| {r['lab']} | {r['mutants']} | {r['killed']} | {r['equivalent']} | {r['survived']} | "
               f"{100 * (r['score'] or 0):.1f}% | {100 * (r['raw_score'] or 0):.1f}% | {r['seconds']:.0f} |")
     return 0
+
+
+# The pre-pass (loaded with `-p autograder.mutation`, before conftest and collection): trace
+if os.environ.get(TRACE_ENV) and os.environ.get(LAB_ENV) in TARGETS:
+    _start_trace()
 
 
 if __name__ == "__main__":

@@ -368,6 +368,10 @@ def pytest_addoption(parser):
     group = parser.getgroup("autograder")
     group.addoption("--submission", default=None, help="grade this notebook (the sandboxed standalone harness)")
     group.addoption("--reference", action="store_true", help="grade the lab's solution notebook (in this process)")
+    group.addoption("--reference-observations", default=None, metavar="PATH",
+                    help="with --reference: take the solution's observations from PATH when it exists, else "
+                         "gather them and write them there (a mutation run: the solution is the same for "
+                         "every mutant, only the judges' side changes)")
 
 
 def _markers(config):
@@ -397,7 +401,6 @@ class _CommandLine(GraderSession):
         self.observations = {}
 
     def pytest_collection_finish(self, session):
-        from .core import TestResult
         if not (self.config.getoption("--submission") or self.config.getoption("--reference")):
             self.observations = None
             return
@@ -411,17 +414,41 @@ class _CommandLine(GraderSession):
                     for t in self.tests[lab].values()]
             plan = [t for t in plan if t.cases]
             if self.config.getoption("--reference"):
-                from .core import probe_case
-                from .notebook import extract, namespace, read
-                nb = sorted((ROOT / "solutions" / lab).glob("*.ipynb"))[0]
-                ns = namespace(extract(read(nb)).code, str(nb))
-                results = [TestResult(t.lab, t.name, t.description, [probe_case(c, ns) for c in t.cases])
-                           for t in plan]
+                results = _reference(lab, plan, self.config.getoption("--reference-observations"))
             else:
                 results = _isolated(lab, self.config.getoption("--submission"), plan)
             for r in results:
                 for c in r.cases:
                     self.observations[(r.name, c.name)] = c.got if type(c) is Pending else c
+
+
+def _reference(lab: str, plan: list, saved: str | None) -> list:
+    """The solution notebook's observations, gathered in this process; with `saved` (a file
+    this function wrote on an earlier run of the same lab) the cases found there are not
+    probed again."""
+    import pickle
+    from .core import TestResult, probe_case
+    from .notebook import extract, namespace, read
+    known = {}
+    if saved and Path(saved).is_file():
+        with open(saved, "rb") as f:
+            known = pickle.load(f)
+    ns = None
+    results = []
+    for t in plan:
+        cases = []
+        for c in t.cases:
+            if (t.name, c.name) not in known:
+                if ns is None:
+                    nb = sorted((ROOT / "solutions" / lab).glob("*.ipynb"))[0]
+                    ns = namespace(extract(read(nb)).code, str(nb))
+                known[(t.name, c.name)] = probe_case(c, ns)
+            cases.append(known[(t.name, c.name)])
+        results.append(TestResult(t.lab, t.name, t.description, cases))
+    if saved and ns is not None:
+        with open(saved, "wb") as f:
+            pickle.dump(known, f)
+    return results
 
 
 def _isolated(lab: str, path: str, plan: list) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from mutmut import Context, list_mutations
@@ -57,8 +58,9 @@ def test_a_run_that_cannot_even_collect_counts_as_a_kill(tmp_path):
                            "-p", "autograder.mutation", "--rootdir", str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 1, done.stdout
-    assert '"mutant": "m:1:0", "exit": 2' in log.read_text(encoding="utf-8")
-    assert "collecting test_broken.py" in log.read_text(encoding="utf-8")
+    import json
+    [entry] = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert (entry["mutant"], entry["exit"], entry["failed"]) == ("m:1:0", 2, "collecting test_broken.py")
 
 
 def test_message_text_and_listed_equivalents_are_triaged_and_nothing_else():
@@ -73,6 +75,125 @@ def test_message_text_and_listed_equivalents_are_triaged_and_nothing_else():
 
 def test_the_runner_is_the_labs_pytest_graders_on_the_reference():
     cmd = mutation.runner("lab01", "python")
-    assert "python -m pytest autograder/graders/lab01 --reference -x" in cmd
+    assert "python autograder/mutation_fork.py run" in cmd
+    assert "-- autograder/graders/lab01 --reference -x" in cmd
     assert "--timeout" in cmd and "-p pytest_timeout" in cmd and "-p autograder.mutation" in cmd
+    assert f"--reference-observations {mutation.OBSERVATIONS}" in cmd
     assert set(mutation.runnable()) <= set(mutation.TARGETS)
+
+
+SOURCE = """\
+LIMIT = 3
+
+def called(x):
+    return x + LIMIT
+
+def judged_only(x):
+    return [y * 2 for y in x]
+
+@staticmethod
+def decorated(x):
+    return x
+
+class Box:
+    size = 4
+
+    def method(self):
+        return self.size
+"""
+
+
+def test_a_mutant_is_probed_again_only_where_the_pre_pass_ran_it():
+    calls = {("m.py", 3, "called"), ("m.py", 9, "decorated"), ("m.py", 1, "<module>")}
+    live = [line for line in range(1, 18) if mutation.runs_before_the_tests("m.py", SOURCE, line, calls)]
+    # module and class level run at import; `called` and `decorated` ran in the pre-pass
+    # (a decorated function's code starts at its decorator); judged_only and Box.method did not
+    assert live == [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15]
+    assert not mutation.runs_before_the_tests("m.py", SOURCE, 7, calls)      # judged_only's body
+    assert not mutation.runs_before_the_tests("m.py", SOURCE, 17, calls)     # Box.method's body
+    assert mutation.runs_before_the_tests("m.py", SOURCE, 17, calls | {("m.py", 16, "method")})
+
+
+def _env(**extra) -> dict:
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "OMP_NUM_THREADS": "1", **extra}
+
+
+def test_the_fork_server_runs_pytest_with_the_callers_folder_environment_and_exit_code(tmp_path):
+    sock = tmp_path / "s.sock"
+    (tmp_path / "test_env.py").write_text(
+        "import os, time\n"
+        "def test_env():\n    assert os.environ['WANT'] == 'yes', os.environ.get('WANT')\n"
+        "def test_slow():\n    if os.environ.get('SLOW'):\n        time.sleep(60)\n", encoding="utf-8")
+    server = subprocess.Popen([sys.executable, str(ROOT / "autograder" / "mutation_fork.py"), "serve", str(sock),
+                               "pytest"], stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        client = [sys.executable, str(ROOT / "autograder" / "mutation_fork.py"), "run", str(sock), "--",
+                  "-q", "-p", "no:cacheprovider", "test_env.py"]
+        ok = subprocess.run(client, cwd=tmp_path, env=_env(WANT="yes"), capture_output=True, text=True)
+        assert ok.returncode == 0 and "2 passed" in ok.stdout, ok.stdout + ok.stderr
+        bad = subprocess.run(client, cwd=tmp_path, env=_env(WANT="no"), capture_output=True, text=True)
+        assert bad.returncode == 1 and "1 failed" in bad.stdout, bad.stdout + bad.stderr
+        # mutmut's time limit kills the client: the server kills that pytest and serves the next
+        hung = subprocess.Popen(client + ["-k", "slow"], cwd=tmp_path, env=_env(WANT="yes", SLOW="1"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(3)
+        children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 1
+        hung.kill()
+        hung.wait()
+        for _ in range(50):
+            if not subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split():
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the hung pytest outlived its client")
+        again = subprocess.run(client, cwd=tmp_path, env=_env(WANT="yes"), capture_output=True, text=True)
+        assert again.returncode == 0, again.stdout + again.stderr
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_saved_observations_are_what_a_mutant_outside_the_pre_pass_is_judged_on(tmp_path):
+    # A planted wrong observation in the saved file: a mutant whose code the pre-pass never ran
+    # is judged on the saved observations (and fails here, as the solution would not).
+    import pickle
+    saved = tmp_path / "obs.pkl"
+    args = [sys.executable, "-m", "pytest", "autograder/graders/lab00", "--reference", "-q", "-p", "no:cacheprovider",
+            "-p", "autograder.mutation", "--reference-observations", str(saved)]
+    first = subprocess.run(args, cwd=ROOT, env=_env(**{mutation.TRACE_ENV: str(tmp_path / "calls.json"),
+                                                        mutation.LAB_ENV: "lab00"}), capture_output=True, text=True)
+    assert first.returncode == 0 and saved.is_file(), first.stdout + first.stderr
+    import json
+    calls = {tuple(c) for c in json.loads((tmp_path / "calls.json").read_text(encoding="utf-8"))}
+    # the reference was imported before the tests (its module code ran); its greedy_token is the
+    # judges' alone, so a mutant in it is judged on the saved observations
+    assert ("autograder/reference/lab00.py", 1, "<module>") in calls
+    assert not any(name == "greedy_token" for _, _, name in calls)
+    obs = pickle.loads(saved.read_bytes())
+    key = next(k for k, v in obs.items() if isinstance(getattr(v, "got", None), dict)
+               and type(v.got.get("result")) is int)
+    obs[key].got = {**obs[key].got, "result": obs[key].got["result"] + 1}
+    saved.write_bytes(pickle.dumps(obs))
+    cached = subprocess.run(args, cwd=ROOT, env=_env(**{mutation.MUTANT_ENV: "m:1:0"}), capture_output=True, text=True)
+    assert cached.returncode == 1 and "1 failed" in cached.stdout, cached.stdout
+
+
+def test_only_a_mutant_outside_the_pre_pass_reads_the_saved_observations(monkeypatch):
+    from types import SimpleNamespace
+
+    def option_after(**env):
+        for name in (mutation.TRACE_ENV, mutation.MUTANT_ENV, mutation.LIVE_ENV):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        config = SimpleNamespace(option=SimpleNamespace(reference_observations="obs.pkl"))
+        mutation.pytest_configure(config)
+        return config.option.reference_observations
+
+    assert option_after(**{mutation.TRACE_ENV: "calls.json"}) == "obs.pkl"              # the pre-pass writes it
+    assert option_after(**{mutation.MUTANT_ENV: "m:1:0"}) == "obs.pkl"                  # judged on it
+    assert option_after(**{mutation.MUTANT_ENV: "m:1:0", mutation.LIVE_ENV: "1"}) is None   # probed again
+    assert option_after() is None                                        # mutmut's timing run: probed
