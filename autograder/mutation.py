@@ -18,16 +18,15 @@ run: a planted endless loop; pytest-timeout fails a single test after 30 s first
 surviving mutant is a behaviour no case pins down, or an equivalent mutation; every
 survivor is listed with its diff and its triage (EQUIVALENT, GAPS).
 
-Two things keep a mutant's run short without changing what it measures. The solution is the
-same for every mutant, so a pre-pass gathers its observations once (`--reference-observations`)
-and records, by tracing, which functions of the targets ran before the tests (imports,
-collection, the solution notebook, the probes). A mutant in a function that did not run then
-can change only the judges' side, and is judged on the saved observations; any other mutant
-(module or class level, or a function the solution or a probe ran) probes the solution again
-with the mutant in place. And the test command is served by autograder/mutation_fork.py,
-which imports torch and pytest once and forks a fresh pytest per mutant that imports the
-course from disk. mutmut's own timing run probes live, so its time limit (ten times that run)
-covers a live mutant too.
+A mutant stands for a wrong expected value, so only the judges' side sees it: when a class
+is graded, the student's process runs the course unmutated. A pre-pass gathers the solution's
+observations once, unmutated (`--reference-observations`), and each mutant's run judges
+those. (Probing the solution with the mutant in place would hide a mutant in code both sides
+run, such as lab03's samplers: it would change the student's run and the expected one alike.)
+The test command is served by autograder/mutation_fork.py, which imports torch and pytest
+once and forks a fresh pytest per mutant that imports the course, mutant included, from
+disk. mutmut's own timing run probes the solution, so its time limit (ten times that run)
+is generous for a run that only judges.
 
 mutmut writes each mutant into the file itself, so a run never touches this working tree:
 the files git knows here (tracked and untracked, not ignored) are copied to a temporary
@@ -59,14 +58,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 TEST_TIMEOUT_S = 30          # pytest-timeout, per test (the unmutated tests take well under 1 s each)
 LOG_ENV, MUTANT_ENV, LAB_ENV = "L2FT_MUTATION_LOG", "L2FT_MUTANT", "L2FT_MUTATION_LAB"
-TRACE_ENV, LIVE_ENV = "L2FT_MUTATION_TRACE", "L2FT_MUTANT_LIVE"
-OBSERVATIONS, PROBE_CALLS, SOCKET = ".observations.pkl", ".probe-calls.json", ".fork.sock"  # in the copy
+PREPASS_ENV = "L2FT_MUTATION_PREPASS"
+OBSERVATIONS, SOCKET = ".observations.pkl", ".fork.sock"      # in the run's private copy
 
 # What to mutate per lab: the reference, and the course modules whose functions the
 # judges compute expected values with (a reference re-exports them, or is them).
@@ -213,9 +210,7 @@ def _log(entry: dict) -> None:
     path = os.environ.get(LOG_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"mutant": os.environ.get(MUTANT_ENV, "baseline"),
-                                "live": bool(os.environ.get(LIVE_ENV)) or MUTANT_ENV not in os.environ,
-                                **entry}) + "\n")
+            f.write(json.dumps({"mutant": os.environ.get(MUTANT_ENV, "baseline"), **entry}) + "\n")
 
 
 _FIRST_FAILURE: list[str] = []
@@ -233,48 +228,12 @@ def pytest_collectreport(report):
 
 
 def pytest_configure(config):
-    # The solution's observations are gathered once (the pre-pass, TRACE_ENV) and reused for a
-    # mutant in code the pre-pass never ran before the tests; the unmutated run mutmut times
-    # and a mutant in code that did run (LIVE_ENV) probe the solution again, mutant included.
-    if os.environ.get(TRACE_ENV):
-        return
-    if not os.environ.get(MUTANT_ENV) or os.environ.get(LIVE_ENV):
+    # A mutant is judged on the solution's observations from the pre-pass (PREPASS_ENV, which
+    # writes them): in grading, the student's process runs the course unmutated, so only the
+    # judges' side may see the mutant. mutmut's timing run (no mutant) probes the solution
+    # again, so its time limit, ten times that run, is generous.
+    if not os.environ.get(PREPASS_ENV) and not os.environ.get(MUTANT_ENV):
         config.option.reference_observations = None
-
-
-_CALLED: set = set()
-
-
-def _start_trace() -> None:
-    """Record every function of the lab's TARGETS that runs from here until the tests start
-    (imports, collection, the solution notebook, the probes), in every thread."""
-    import threading
-    files = {os.path.realpath(module_file(m)): module_file(m) for m in TARGETS.get(os.environ.get(LAB_ENV), ())}
-
-    seen: dict[str, str | None] = {}
-
-    def profile(frame, event, arg):
-        if event == "call":
-            code = frame.f_code
-            try:
-                name = seen[code.co_filename]
-            except KeyError:
-                name = seen[code.co_filename] = files.get(os.path.realpath(code.co_filename))
-            if name is not None:
-                _CALLED.add((name, code.co_firstlineno, code.co_name))
-    sys.setprofile(profile)
-    threading.setprofile(profile)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_collection_finish(session):
-    yield
-    path = os.environ.get(TRACE_ENV)
-    if path:
-        import threading
-        sys.setprofile(None)
-        threading.setprofile(None)
-        Path(path).write_text(json.dumps(sorted(_CALLED)) + "\n", encoding="utf-8")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -318,24 +277,6 @@ def skip_reason(module: str, source: str, mutation_id) -> str | None:
 
 
 _SOURCES: dict[str, str] = {}
-_CALLS: list = []
-
-
-def runs_before_the_tests(filename: str, source: str, line: int, calls: set) -> bool:
-    """Whether a mutant on `line` (1-based) of `filename` can change what the solution and
-    the probes did in the pre-pass: it sits outside every function (module or class level:
-    it runs at import), or inside a function that ran then (`calls`: (file, first line of
-    the code object, name), as _start_trace records them)."""
-    inside = False
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) \
-                and node.lineno <= line <= node.end_lineno:
-            inside = True
-            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            name = node.name if not isinstance(node, ast.Lambda) else "<lambda>"
-            if (filename, first, name) in calls:
-                return True
-    return not inside
 
 
 def pre_mutation(context) -> None:
@@ -348,12 +289,6 @@ def pre_mutation(context) -> None:
         context.skip = True
         return
     os.environ[MUTANT_ENV] = mutant_key(filename, context.mutation_id.line_number, context.mutation_id.index)
-    if not _CALLS:
-        _CALLS.append({tuple(c) for c in json.loads(Path(PROBE_CALLS).read_text(encoding="utf-8"))})
-    if runs_before_the_tests(filename, _SOURCES[filename], context.mutation_id.line_number + 1, _CALLS[0]):
-        os.environ[LIVE_ENV] = "1"
-    else:
-        os.environ.pop(LIVE_ENV, None)
 
 
 def mutant_key(filename: str, line_number: int, index: int) -> str:
@@ -476,7 +411,6 @@ def report(lab: str, copy: Path, seconds: float) -> dict:
         else:
             raise RuntimeError(f"{lab}: mutant {filename}:{line_number + 1} was not run (status {status!r})")
         row = {"module": module, "line": line_number + 1, "killed_by": killed_by, "diff": diff,
-               "probed_live": entry.get("live"),
                "equivalent": None if killed_by else equivalence(module, diff)}
         if not killed_by and not row["equivalent"]:
             row["triage"] = GAPS.get(_key(module, diff), "not triaged yet")
@@ -488,7 +422,6 @@ def report(lab: str, copy: Path, seconds: float) -> dict:
             "mutants": len(rows), "killed": killed, "equivalent": equivalent, "survived": counted - killed,
             "timeouts": sum(1 for r in rows if (r["killed_by"] or "").startswith("timeout")),
             "not_counted": skipped,
-            "probed_live": sum(1 for r in rows if r.get("probed_live")),
             "score": round(killed / counted, 4) if counted else None,
             "raw_score": round(killed / len(rows), 4) if rows else None,
             "seconds": round(seconds, 1),
@@ -514,11 +447,10 @@ def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
                                cwd=copy, env=env, check=True, capture_output=True, text=True).stdout.split()
         if [Path(w).resolve() for w in where] != [(copy / f).resolve() for f in files]:
             raise RuntimeError(f"the copy imports {where}, not its own {files}")
-        # the pre-pass: the solution's observations, and which functions of the targets run
-        # before the tests (a mutant there is probed live)
+        # the pre-pass: the solution's observations, gathered once for every mutant
         pre = subprocess.run([sys.executable, "-m", "pytest", *grader_args(lab)], cwd=copy,
                              env={**env, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-                                  TRACE_ENV: str(copy / PROBE_CALLS)}, capture_output=True, text=True)
+                                  PREPASS_ENV: "1"}, capture_output=True, text=True)
         if pre.returncode != 0 or not (copy / OBSERVATIONS).is_file():
             raise RuntimeError(f"{lab}: the solution fails its graders unmutated (exit {pre.returncode}):\n"
                                f"{pre.stdout[-3000:]}\n{pre.stderr[-3000:]}")
@@ -577,11 +509,6 @@ def main(argv=None) -> int:
         print(f"| {r['lab']} | {r['mutants']} | {r['killed']} | {r['equivalent']} | {r['survived']} | "
               f"{100 * (r['score'] or 0):.1f}% | {100 * (r['raw_score'] or 0):.1f}% | {r['seconds']:.0f} |")
     return 0
-
-
-# The pre-pass (loaded with `-p autograder.mutation`, before conftest and collection): trace
-if os.environ.get(TRACE_ENV) and os.environ.get(LAB_ENV) in TARGETS:
-    _start_trace()
 
 
 if __name__ == "__main__":

@@ -82,38 +82,6 @@ def test_the_runner_is_the_labs_pytest_graders_on_the_reference():
     assert set(mutation.runnable()) <= set(mutation.TARGETS)
 
 
-SOURCE = """\
-LIMIT = 3
-
-def called(x):
-    return x + LIMIT
-
-def judged_only(x):
-    return [y * 2 for y in x]
-
-@staticmethod
-def decorated(x):
-    return x
-
-class Box:
-    size = 4
-
-    def method(self):
-        return self.size
-"""
-
-
-def test_a_mutant_is_probed_again_only_where_the_pre_pass_ran_it():
-    calls = {("m.py", 3, "called"), ("m.py", 9, "decorated"), ("m.py", 1, "<module>")}
-    live = [line for line in range(1, 18) if mutation.runs_before_the_tests("m.py", SOURCE, line, calls)]
-    # module and class level run at import; `called` and `decorated` ran in the pre-pass
-    # (a decorated function's code starts at its decorator); judged_only and Box.method did not
-    assert live == [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15]
-    assert not mutation.runs_before_the_tests("m.py", SOURCE, 7, calls)      # judged_only's body
-    assert not mutation.runs_before_the_tests("m.py", SOURCE, 17, calls)     # Box.method's body
-    assert mutation.runs_before_the_tests("m.py", SOURCE, 17, calls | {("m.py", 16, "method")})
-
-
 def _env(**extra) -> dict:
     return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "OMP_NUM_THREADS": "1", **extra}
@@ -156,22 +124,15 @@ def test_the_fork_server_runs_pytest_with_the_callers_folder_environment_and_exi
         server.wait()
 
 
-def test_saved_observations_are_what_a_mutant_outside_the_pre_pass_is_judged_on(tmp_path):
-    # A planted wrong observation in the saved file: a mutant whose code the pre-pass never ran
-    # is judged on the saved observations (and fails here, as the solution would not).
+def test_a_mutant_is_judged_on_the_observations_the_pre_pass_saved(tmp_path):
+    # A planted wrong observation in the saved file: a mutant's run judges the saved
+    # observations (and fails here, as the solution itself would not).
     import pickle
     saved = tmp_path / "obs.pkl"
     args = [sys.executable, "-m", "pytest", "autograder/graders/lab00", "--reference", "-q", "-p", "no:cacheprovider",
             "-p", "autograder.mutation", "--reference-observations", str(saved)]
-    first = subprocess.run(args, cwd=ROOT, env=_env(**{mutation.TRACE_ENV: str(tmp_path / "calls.json"),
-                                                        mutation.LAB_ENV: "lab00"}), capture_output=True, text=True)
+    first = subprocess.run(args, cwd=ROOT, env=_env(**{mutation.PREPASS_ENV: "1"}), capture_output=True, text=True)
     assert first.returncode == 0 and saved.is_file(), first.stdout + first.stderr
-    import json
-    calls = {tuple(c) for c in json.loads((tmp_path / "calls.json").read_text(encoding="utf-8"))}
-    # the reference was imported before the tests (its module code ran); its greedy_token is the
-    # judges' alone, so a mutant in it is judged on the saved observations
-    assert ("autograder/reference/lab00.py", 1, "<module>") in calls
-    assert not any(name == "greedy_token" for _, _, name in calls)
     obs = pickle.loads(saved.read_bytes())
     key = next(k for k, v in obs.items() if isinstance(getattr(v, "got", None), dict)
                and type(v.got.get("result")) is int)
@@ -181,11 +142,11 @@ def test_saved_observations_are_what_a_mutant_outside_the_pre_pass_is_judged_on(
     assert cached.returncode == 1 and "1 failed" in cached.stdout, cached.stdout
 
 
-def test_only_a_mutant_outside_the_pre_pass_reads_the_saved_observations(monkeypatch):
+def test_only_the_pre_pass_and_a_mutants_run_use_the_saved_observations(monkeypatch):
     from types import SimpleNamespace
 
     def option_after(**env):
-        for name in (mutation.TRACE_ENV, mutation.MUTANT_ENV, mutation.LIVE_ENV):
+        for name in (mutation.PREPASS_ENV, mutation.MUTANT_ENV):
             monkeypatch.delenv(name, raising=False)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -193,7 +154,6 @@ def test_only_a_mutant_outside_the_pre_pass_reads_the_saved_observations(monkeyp
         mutation.pytest_configure(config)
         return config.option.reference_observations
 
-    assert option_after(**{mutation.TRACE_ENV: "calls.json"}) == "obs.pkl"              # the pre-pass writes it
-    assert option_after(**{mutation.MUTANT_ENV: "m:1:0"}) == "obs.pkl"                  # judged on it
-    assert option_after(**{mutation.MUTANT_ENV: "m:1:0", mutation.LIVE_ENV: "1"}) is None   # probed again
-    assert option_after() is None                                        # mutmut's timing run: probed
+    assert option_after(**{mutation.PREPASS_ENV: "1"}) == "obs.pkl"          # the pre-pass writes them
+    assert option_after(**{mutation.MUTANT_ENV: "m:1:0"}) == "obs.pkl"       # a mutant is judged on them
+    assert option_after() is None                            # mutmut's timing run probes the solution
