@@ -1,0 +1,176 @@
+"""What a hostile classmate costs an honest one: the same honest lab00 notebook graded
+alone, and graded in one batch next to two submissions that each send 63 MiB (the
+adversarial corpus's huge_result with its size raised to 63 MiB, which the child refuses
+to send, and huge_raw_write, which writes 63 MiB into every pipe past that check).
+
+    .venv/bin/python benchmarks/bench_neighbour.py                 # 6 paired rounds
+    .venv/bin/python benchmarks/bench_neighbour.py --rounds 10
+
+Each round grades both batches, each in a fresh process (so its peak resident memory,
+ru_maxrss, is that batch's alone), in an order that alternates between rounds:
+
+    alone      [honest]                                    3 workers
+    neighbour  [honest, huge_result (63 MiB), huge_raw_write]  3 workers
+
+and compares the honest notebook's own grading time (the record's `seconds`: its child's
+boot, the probes, and the parent's judging, which every worker's submission shares) and
+the batch's wall time. Every round checks that the honest record is the same in both
+batches (score, and every case's verdict and message) and that each hostile one scores 0.
+The slowdown factor is the median over rounds of neighbour / alone within a round, with
+its smallest and largest value; the 1-minute load average is recorded before every batch.
+Writes benchmarks/results/neighbour.json and neighbour.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder.core import get_tests  # noqa: E402
+from autograder.isolation import MAX_MESSAGE, Sandbox  # noqa: E402
+from autograder.tests.adversarial.neighbours import HONEST, HOSTILE, build, verdicts  # noqa: E402
+
+WORKERS = 3
+
+# one batch, in its own process: prints BATCH {records, wall_s, maxrss_kib}
+_BATCH = r'''
+import json, resource, sys, time
+from pathlib import Path
+from autograder.batch import Entry, grade_batch
+from autograder.isolation import Limits
+subs, out, workers = json.loads(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+limits = Limits(timeout=120, test_timeout=30, case_timeout=15, cell_timeout=30, memory=2 << 30,
+                max_deaths_per_test=6)
+t0 = time.perf_counter()
+grade_batch([Entry(s, Path(p)) for s, p in subs.items()], "lab00", out, workers=workers, limits=limits,
+            progress=False)
+wall = time.perf_counter() - t0
+recs = {p.stem: json.loads(p.read_text()) for p in (out / "students").glob("*.json")}
+print("BATCH " + json.dumps({"wall_s": wall, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                             "records": recs}))
+'''
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def spread(xs) -> dict:
+    xs = sorted(xs)
+    return {"median": round(statistics.median(xs), 3), "min": round(xs[0], 3), "max": round(xs[-1], 3),
+            "n": len(xs)} if xs else {}
+
+
+def batch(subs: dict[str, Path], out: Path) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    before = load()
+    r = subprocess.run([sys.executable, "-c", _BATCH, json.dumps({s: str(p) for s, p in subs.items()}), str(out),
+                        str(WORKERS)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("BATCH ")]
+    if r.returncode != 0 or not lines:
+        raise SystemExit(f"the batch failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    got = json.loads(lines[-1][6:])
+    got["load_before"] = before
+    return got
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--out-stem", default="neighbour")
+    args = ap.parse_args(argv)
+    full = sum(t.points for t in get_tests("lab00").values())
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="bench-neighbour-") as tmp:
+        nbs = build(Path(tmp) / "src")
+        sides = {"alone": {HONEST: nbs[HONEST]}, "neighbour": nbs}
+        reference = None
+        for i in range(args.rounds):
+            order = ["alone", "neighbour"] if i % 2 == 0 else ["neighbour", "alone"]
+            got = {side: batch(sides[side], Path(tmp) / f"out{i}-{side}") for side in order}
+            honest = {side: got[side]["records"][HONEST] for side in order}
+            v = {side: verdicts(honest[side]) for side in order}
+            reference = reference or v["alone"]
+            if not (v["alone"] == v["neighbour"] == reference) or reference["score"] != full:
+                raise SystemExit(f"round {i}: the honest grade differs: {json.dumps(v)[:3000]}")
+            for name in HOSTILE:
+                rec = got["neighbour"]["records"][name]
+                if rec["score"] != 0 or rec["status"] != "graded":
+                    raise SystemExit(f"round {i}: {name} scored {rec['score']} ({rec['status']})")
+            row = {"order": order}
+            for side in order:
+                row[side] = {"honest_s": honest[side]["seconds"], "batch_wall_s": round(got[side]["wall_s"], 3),
+                             "parent_maxrss_mib": round(got[side]["maxrss_kib"] / 1024, 1),
+                             "load_before": got[side]["load_before"]}
+            row["honest_ratio"] = round(row["neighbour"]["honest_s"] / row["alone"]["honest_s"], 3)
+            row["rss_growth_mib"] = round(row["neighbour"]["parent_maxrss_mib"] - row["alone"]["parent_maxrss_mib"], 1)
+            rounds.append(row)
+            print(f"round {i}: honest {row['alone']['honest_s']:.2f} s alone, {row['neighbour']['honest_s']:.2f} s "
+                  f"next to the hostile two (x{row['honest_ratio']:.2f}); parent peak "
+                  f"{row['alone']['parent_maxrss_mib']:.0f} / {row['neighbour']['parent_maxrss_mib']:.0f} MiB; "
+                  f"load {row['alone']['load_before']}, {row['neighbour']['load_before']}", flush=True)
+    loads = [r[s]["load_before"] for r in rounds for s in ("alone", "neighbour")]
+    result = {
+        "lab": "lab00", "workers": WORKERS, "rounds": args.rounds, "message_limit_bytes": MAX_MESSAGE,
+        "hostile": {"b_huge_result": "returns a 63 MiB string (the child refuses to send it)",
+                    "c_huge_raw_write": "writes 63 MiB into every pipe, past the child's check"},
+        "honest_grade_identical_every_round": True, "honest_score": reference["score"], "max_score": full,
+        "honest_s": {"alone": spread(r["alone"]["honest_s"] for r in rounds),
+                     "neighbour": spread(r["neighbour"]["honest_s"] for r in rounds)},
+        "honest_slowdown": spread(r["honest_ratio"] for r in rounds),
+        "batch_wall_s": {"alone": spread(r["alone"]["batch_wall_s"] for r in rounds),
+                         "neighbour": spread(r["neighbour"]["batch_wall_s"] for r in rounds)},
+        "parent_maxrss_mib": {"alone": spread(r["alone"]["parent_maxrss_mib"] for r in rounds),
+                              "neighbour": spread(r["neighbour"]["parent_maxrss_mib"] for r in rounds)},
+        "parent_rss_growth_mib": spread(r["rss_growth_mib"] for r in rounds),
+        "load_average_1min": {"min": min(loads), "max": max(loads), "each_batch": loads},
+        "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "sandbox": Sandbox.detect().describe(),
+        "paired_rounds": rounds,
+    }
+    dest = ROOT / "benchmarks" / "results"
+    (dest / f"{args.out_stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, dest / f"{args.out_stem}.png")
+    s = result["honest_slowdown"]
+    print(f"honest notebook next to the hostile two: x{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}] "
+          f"of its time alone ({args.rounds} paired rounds, load {min(loads)}-{max(loads)}); "
+          f"grading parent's peak +{result['parent_rss_growth_mib']['median']} MiB")
+    return 0
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rounds = result["paired_rounds"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    xs = range(len(rounds))
+    a.plot(xs, [r["alone"]["honest_s"] for r in rounds], "o-", label="graded alone")
+    a.plot(xs, [r["neighbour"]["honest_s"] for r in rounds], "s-", label="next to two 63 MiB senders")
+    a.set_xlabel("round")
+    a.set_ylabel("honest notebook's grading time (s)")
+    a.set_ylim(bottom=0)
+    a.legend()
+    a.set_title("same grade in every round")
+    b.bar(["alone", "neighbour"], [result["parent_maxrss_mib"][s]["median"] for s in ("alone", "neighbour")])
+    b.set_ylabel("grading parent's peak RSS (MiB, median)")
+    s, ld = result["honest_slowdown"], result["load_average_1min"]
+    fig.suptitle(f"lab00, {result['workers']} workers: slowdown x{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}], "
+                 f"load {ld['min']}-{ld['max']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
