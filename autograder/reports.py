@@ -416,15 +416,22 @@ def load_records(out: Path) -> dict[str, dict]:
 
 
 def class_csv(records: list[dict], test_names: list[str]) -> str:
+    """The class table; when some record holds performance figures (lab07's performance cases,
+    see autograder.leaderboard), one column per figure follows the usual ones."""
+    from .leaderboard import FIGURES, figures
+    perf = {rec["student"]: figures(rec) for rec in records}
+    extra = list(FIGURES) if any(perf.values()) else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["student_id", "lab", "score", "max_score", "percent", *test_names, "status", "problems",
-                "restarts", "seconds", "grader_version", "submission_sha256", "file"])
+                "restarts", "seconds", "grader_version", "submission_sha256", "file", *extra])
     for rec in sorted(records, key=lambda r: r["student"]):
         by = {t["name"]: t["score"] for t in rec.get("tests", [])}
         pct = 100.0 * rec["score"] / rec["max_score"] if rec.get("max_score") else 0.0
+        f = perf[rec["student"]] or {}
         w.writerow([rec["student"], rec["lab"], f"{rec['score']:g}", f"{rec['max_score']:g}", f"{pct:.1f}",
                     *[f"{by[n]:g}" if n in by else "" for n in test_names], rec["status"],
                     len(rec.get("problems", [])), rec.get("restarts", 0), rec.get("seconds", ""),
-                    rec["grader_version"], rec.get("submission_sha256", ""), rec.get("file", "")])
+                    rec["grader_version"], rec.get("submission_sha256", ""), rec.get("file", ""),
+                    *[f"{f[k]:.6f}" if k in f else "" for k in extra]])
     return buf.getvalue()

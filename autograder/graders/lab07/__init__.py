@@ -21,8 +21,9 @@ Two models: a scripted batched model (course.batched.ScriptedBatchedModel: exact
 scripted sequences, injected errors and NaN) and the shipped tiny model (tokens equal
 to each request's solo run, logits within 1e-4).
 
-    _inputs.py    the scripted world, Watch, run_trace, the TRACES table by name, the performance
-                  WORKLOAD and run_workload (sent to the child)
+    _inputs.py    the scripted world, Watch, run_trace, the TRACES table by name (sent to the child)
+    _workload.py  the performance WORKLOAD and run_workload (sent to the child)
+    performance.py  the performance judge: figures replayed from the Watch's log, the reference's
     probes.py     the probes
     judging.py    the trace checks the tests share (shape, per request, the reference's run)
     test_*.py     one file per exercise or property, judged against autograder/reference/lab07.py

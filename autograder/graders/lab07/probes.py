@@ -21,9 +21,9 @@ from course.clock import FakeClock
 from autograder.checks import one_thread
 from autograder.core import Fail, function, raised
 
-from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, WORKLOAD, engine_class, run_trace,  # noqa: F401
-                      run_workload, sample, scripted, tiny_model, tiny_prompts, tiny_tokenizer, workload_model,
-                      workload_prompts)
+from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, engine_class, run_trace, sample, scripted,  # noqa: F401
+                      tiny_model, tiny_prompts, tiny_tokenizer)
+from ._workload import WORKLOAD, run_workload, workload_model, workload_prompts  # noqa: F401
 
 # ================================================================= probes
 

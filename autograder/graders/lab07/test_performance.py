@@ -1,175 +1,35 @@
-"""The performance grade: one fixed workload (32 requests arriving over 2 s of the grader's
-FakeClock, three aborted, a pool that forces waiting and preemption) on the cost model
-a + b * tokens fed + c * tokens cached. Hidden cases of the cell engine_runs_each_request_as_if_alone.
+"""The performance grade: hidden cases of the cell engine_runs_each_request_as_if_alone.
 
-The probe (workload) returns the Watch's log of every forward pass and the clock after each;
-the judge replays that log through the cost model itself, so every time below is the
-grader's: arrival (fixed by the workload), each token (the end of the first forward whose row
-for the request reached that token), the end (its last token, or its abort). From them:
-makespan (first arrival to last end), mean and P95 TTFT (finished requests), P95 TPOT
-(finished requests with two tokens or more); percentiles are Lab 06's type 6. The same
-workload on the reference engine gives the yardstick: an engine within MAKESPAN_MARGIN of its
-makespan and TTFT_MARGIN of its P95 TTFT earns the points, and one that beats it earns them too.
+One fixed workload runs through the student's engine on the cost model (performance.py: the
+workload's figures replayed from the Watch's log, and the reference engine's). An engine
+within MAKESPAN_MARGIN of the reference's makespan and TTFT_MARGIN of its P95 TTFT earns the
+points, and one that beats it earns them too. Both cases keep the figures (the student's and
+the reference's) as their `got`: the class CSV and `python -m autograder leaderboard` read them.
 """
 from __future__ import annotations
-
-import copy
-from functools import lru_cache
 
 import pytest
 
 from autograder.checks import one_thread
-from autograder.core import Fail, describe, is_raised
-from autograder.reference import lab07 as ref
+from autograder.core import Fail
 
-from .probes import EOS, WORKLOAD, run_workload, workload_model, workload_prompts
+from .performance import FIGURES, MAKESPAN_MARGIN, TTFT_MARGIN, figures, reference_figures
 
 pytestmark = pytest.mark.cell("engine_runs_each_request_as_if_alone",
                               description="continuous batching changes no request's tokens")
 
-MAKESPAN_MARGIN = 1.10     # makespan at most 10% longer than the reference engine's
-TTFT_MARGIN = 1.25         # P95 TTFT at most 25% longer than the reference engine's
-FIGURES = ("makespan", "ttft_mean", "ttft_p95", "tpot_p95")
-KEYS = ("log", "times", "events", "requests", "unfinished", "clock")
-REQUEST_KEYS = ("arrival", "tokens", "finish", "ended_at", "aborted")
-
-
-@lru_cache(maxsize=1)
-def reference_run() -> dict:
-    """The reference engine through the workload (read it, never change it)."""
-    with one_thread():
-        return run_workload(ref.Engine, **copy.deepcopy(WORKLOAD))
-
-
-@lru_cache(maxsize=1)
-def solo_runs() -> dict:
-    """{name: (tokens, finish reason)} of each request alone: the greedy run of its script."""
-    model, out = workload_model(), {}
-    for (_, name, _, max_tokens), prompt in zip(WORKLOAD["requests"], workload_prompts().values()):
-        tokens, _ = ref.solo_greedy(model, prompt, max_tokens, EOS)
-        out[name] = (tokens, "stop" if tokens[-1] == EOS else "length")
-    return out
-
-
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _shaped(obs) -> bool:
-    if not isinstance(obs, dict) or any(k not in obs for k in KEYS):
-        return False
-    if not (isinstance(obs["log"], list) and isinstance(obs["times"], list) and isinstance(obs["events"], list)
-            and isinstance(obs["requests"], dict) and set(obs["requests"]) == {n for _, n, _, _ in WORKLOAD["requests"]}):
-        return False
-    if len(obs["times"]) != len(obs["log"]) or not all(_number(t) for t in obs["times"]):
-        return False
-    if not all(isinstance(call, list) and all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
-                                              and type(r[1]) is int and type(r[2]) is int for r in call)
-               for call in obs["log"]):
-        return False
-    for e in obs["events"]:
-        if not (isinstance(e, list) and len(e) == 3 and e[0] in ("idle", "abort") and type(e[1]) is int
-                and (_number(e[2]) if e[0] == "idle" else isinstance(e[2], str))):
-            return False
-    return all(isinstance(r, dict) and all(k in r for k in REQUEST_KEYS) and isinstance(r["tokens"], list)
-               for r in obs["requests"].values())
-
-
-def _clock(obs) -> tuple[list[float], dict]:
-    """The time after each forward and the time of each abort, replayed from the log through
-    the cost model (the same arithmetic as SimulatedCost and FakeClock)."""
-    a, b, c = WORKLOAD["cost"]
-    events = sorted(enumerate(obs["events"]), key=lambda e: (e[1][1], e[0]))
-    t, times, aborts, k = 0.0, [], {}, 0
-    for i, call in enumerate(obs["log"]):
-        while k < len(events) and events[k][1][1] <= i:
-            kind, _, what = events[k][1]
-            if kind == "idle":
-                t += float(what)
-            else:
-                aborts[what] = t
-            k += 1
-        t += a + b * sum(r[2] for r in call) + c * sum(r[1] for r in call)
-        times.append(t)
-    for _, (kind, _, what) in events[k:]:
-        if kind == "abort":
-            aborts[what] = t
-    return times, aborts
-
-
-def figures(obs) -> dict:
-    """{"makespan", "ttft_mean", "ttft_p95", "tpot_p95"} of a workload run, in seconds of the
-    grader's clock; a Fail when the run cannot be judged (the engine raised, a request's tokens
-    differ from its solo run, a token came out of no logged forward, the clock disagrees)."""
-    from course.tracing import percentile
-    if is_raised(obs):
-        raise Fail(f"the performance workload could not run: your engine raised {obs['__raised__']}: "
-                   f"{obs['message']}", got=describe(obs))
-    if not _shaped(obs):
-        raise Fail("the probe returned an unexpected observation", got=describe(obs))
-    times, abort_at = _clock(obs)
-    if any(abs(x - y) > 1e-9 * max(1.0, abs(y)) for x, y in zip(obs["times"], times)):
-        raise Fail("the workload's clock does not match the cost of the forward passes it logged",
-                   hint="Leave the clock and the model you are given as they are: time advances only by "
-                        "the cost of each forward pass.")
-    if obs["unfinished"]:
-        raise Fail("has_unfinished() is still True after the workload ended")
-    prompts, solo = workload_prompts(), solo_runs()
-    rows = {}
-    for i, call in enumerate(obs["log"]):
-        for name, cached, new in call:
-            rows.setdefault(name, []).append((i, cached, new))
-    ttft, tpot, ends = [], [], []
-    for at, name, _, _ in WORKLOAD["requests"]:
-        r, (want, finish) = obs["requests"][name], solo[name]
-        got = r["tokens"]
-        if r["aborted"]:
-            if got != want[:len(got)]:
-                raise Fail(f"request {name!r} (aborted later): its tokens differ from its solo run",
-                           expected=want[:len(got)], got=got, hint="Batching may change when a token is "
-                                                                   "computed, never which token.")
-        elif got != want or r["finish"] != finish:
-            raise Fail(f"request {name!r}: tokens or finish reason differ from its solo run",
-                       expected={"tokens": want, "finish": finish}, got={"tokens": got, "finish": r["finish"]},
-                       hint="Batching may change when a token is computed, never which token.")
-        fed, token_at = 0, {}
-        for i, cached, new in rows.get(name, []):
-            if cached > fed:
-                raise Fail(f"request {name!r}: a forward pass found {cached} tokens in its cache, but only {fed} "
-                           "had been fed to the model", hint="Feed every token through the model you are given.")
-            fed = max(fed, cached + new)
-            token_at.setdefault(cached + new - len(prompts[name]), times[i])
-        missing = [j for j in range(len(got)) if j not in token_at]
-        if missing:
-            raise Fail(f"request {name!r}: token {missing[0]} came out of no logged forward pass",
-                       hint="Feed every token through the model you are given.")
-        stamps = [token_at[j] for j in range(len(got))]
-        if r["aborted"]:
-            ends.append(abort_at.get(name, obs["clock"]))
-            continue
-        ends.append(stamps[-1])
-        ttft.append(stamps[0] - at)
-        if len(stamps) > 1:
-            tpot.append((stamps[-1] - stamps[0]) / (len(stamps) - 1))
-    first = min(at for at, _, _, _ in WORKLOAD["requests"])
-    return {"makespan": round(max(ends) - first, 9), "ttft_mean": round(sum(ttft) / len(ttft), 9),
-            "ttft_p95": round(percentile(ttft, 95), 9), "tpot_p95": round(percentile(tpot, 95), 9)}
-
-
-@lru_cache(maxsize=1)
-def reference_figures() -> dict:
-    return figures(reference_run())
-
-
 def _judge(request, observation, figure, margin, hint):
+    """Fail unless `figure` is within `margin` times the reference's; either way the case keeps
+    the figures (the student's and the reference's) as its `got`, for the class CSV and the
+    leaderboard (autograder/leaderboard.py)."""
     with one_thread():
         got, want = figures(observation), reference_figures()
-        request.node.user_properties.append(
-            ("performance", {**got, **{f"reference_{k}": want[k] for k in FIGURES}}))
+        measured = {**got, **{f"reference_{k}": want[k] for k in FIGURES}}
+        request.node.user_properties.append(("got", measured))
         if got[figure] > margin * want[figure]:
             raise Fail(f"on the performance workload your engine's {figure} is {got[figure]:.4f} s, more than "
                        f"{margin:g}x the reference engine's {want[figure]:.4f} s",
-                       expected=f"<= {margin * want[figure]:.4f}", got=got, hint=hint)
+                       expected=f"<= {margin * want[figure]:.4f}", got=measured, hint=hint)
 
 
 @pytest.mark.probe("workload")

@@ -1,0 +1,129 @@
+"""lab07's performance figures: the same on every run, carried into the record and the class
+CSV, and ranked by `python -m autograder leaderboard` from a graded folder."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from autograder import cli, get_tests, leaderboard, reports, run_test
+
+ROOT = Path(__file__).resolve().parents[2]
+REF = {"makespan": 0.93, "ttft_mean": 0.14, "ttft_p95": 0.27, "tpot_p95": 0.038}
+
+
+def _figures(makespan, ttft_p95, **kw):
+    f = {"makespan": makespan, "ttft_mean": ttft_p95 / 2, "ttft_p95": ttft_p95, "tpot_p95": 0.04, **kw}
+    return {**f, **{f"reference_{k}": v for k, v in REF.items()}}
+
+
+def _case(name, passed, got=None, message=""):
+    return {"name": name, "points": 2.0 if passed else 0.0, "max_points": 2.0, "passed": passed, "visible": False,
+            "fixture": None, "message": message, "expected": None, "got": got, "hint": None}
+
+
+def _record(student, cases, lab="lab07", score=None):
+    score = sum(c["points"] for c in cases) if score is None else score
+    return {"schema": reports.SCHEMA, "harness": "standalone", "student": student, "lab": lab, "file": f"{student}.ipynb",
+            "submission_sha256": "0" * 64, "grader_version": "test", "graded_at": "2026-01-01T00:00:00+00:00",
+            "status": "graded", "score": score, "max_score": 4.0, "problems": [],
+            "tests": [{"lab": lab, "name": "engine_runs_each_request_as_if_alone", "description": "", "score": score,
+                       "max_score": 4.0, "cases": cases}],
+            "output_tail": "", "restarts": 0, "seconds": 1.0, "sandbox": "test", "limits": None, "language": None}
+
+
+def _graded_folder(tmp_path, records):
+    for rec in records:
+        reports.write_atomic(reports.student_paths(tmp_path, rec["student"])["json"], json.dumps(rec))
+    return tmp_path
+
+
+def _class(tmp_path):
+    slow = _figures(1.2, 0.45)
+    return _graded_folder(tmp_path, [
+        _record("bob", [_case("makespan_within_margin_of_the_reference", False, slow, "too slow"),
+                        _case("p95_ttft_within_margin_of_the_reference", False, slow, "too slow")]),
+        _record("ada", [_case("makespan_within_margin_of_the_reference", True, _figures(0.93, 0.27)),
+                        _case("p95_ttft_within_margin_of_the_reference", True, _figures(0.93, 0.27))]),
+        _record("cy", [_case("makespan_within_margin_of_the_reference", False, {"tokens": [1, 2]}, "tokens differ"),
+                       _case("p95_ttft_within_margin_of_the_reference", False, None, "tokens differ")]),
+        _record("dan", [_case("makespan_within_margin_of_the_reference", True, _figures(0.88, 0.30)),
+                        _case("p95_ttft_within_margin_of_the_reference", True, _figures(0.88, 0.30))]),
+        _record("eve", [_case("makespan_within_margin_of_the_reference", True, _figures(0.5, 0.1))], lab="lab05"),
+    ])
+
+
+def test_leaderboard_writes_a_ranked_table_and_a_png(tmp_path, capsys):
+    folder = _class(tmp_path)
+    assert cli.main(["leaderboard", "--lab", "lab07", "--grades", str(folder)]) == 0
+    assert "3 of 4 students timed" in capsys.readouterr().out
+    rows = list(csv.DictReader((folder / "leaderboard.csv").open()))
+    assert [(r["rank"], r["student"]) for r in rows] == [("1", "dan"), ("2", "ada"), ("3", "bob"), ("", "cy")]
+    assert float(rows[0]["makespan"]) == 0.88 and float(rows[2]["makespan_vs_reference"]) == pytest.approx(1.2 / 0.93,
+                                                                                                             abs=1e-4)
+    assert rows[3]["makespan"] == "" and rows[1]["score"] == "4"
+    md = (folder / "leaderboard.md").read_text()
+    assert md.index("| 1 | dan |") < md.index("| 2 | ada |") < md.index("| 3 | bob |") < md.index("|  | cy |")
+    assert "Reference engine: makespan 0.9300" in md and "| eve |" not in md
+    assert (folder / "leaderboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_leaderboard_anonymous_and_the_batch_csv(tmp_path):
+    folder = _class(tmp_path)
+    # the batch's grades.csv lists the students it signed: a record outside it is not ranked
+    (folder / "grades.csv").write_text("student_id,lab,score\nada,lab07,4\nbob,lab07,0\n")
+    assert cli.main(["leaderboard", "--lab", "lab07", "--grades", str(folder), "--anonymous"]) == 0
+    rows = list(csv.DictReader((folder / "leaderboard.csv").open()))
+    assert [(r["rank"], r["student"], r["makespan"]) for r in rows] == [("1", "student 1", "0.9300"),
+                                                                       ("2", "student 2", "1.2000")]
+
+
+def test_leaderboard_refuses_a_folder_that_was_not_graded(tmp_path, capsys):
+    assert cli.main(["leaderboard", "--lab", "lab07", "--grades", str(tmp_path)]) == 2
+    assert "`--grades` must be a folder" in capsys.readouterr().err
+    assert cli.main(["leaderboard", "--lab", "lab99", "--grades", str(tmp_path)]) == 2
+
+
+def test_class_csv_has_figure_columns_only_when_a_record_has_figures(tmp_path):
+    recs = reports.load_records(_class(tmp_path))
+    lab07 = [r for r in recs.values() if r["lab"] == "lab07"]
+    rows = list(csv.DictReader(reports.class_csv(lab07, ["engine_runs_each_request_as_if_alone"]).splitlines()))
+    by = {r["student_id"]: r for r in rows}
+    assert by["dan"]["makespan"] == "0.880000" and by["bob"]["ttft_p95"] == "0.450000" and by["cy"]["makespan"] == ""
+    plain = _record("zoe", [_case("x", True)])
+    header = reports.class_csv([plain], ["engine_runs_each_request_as_if_alone"]).splitlines()[0]
+    assert header.endswith(",file") and "makespan" not in header
+
+
+def _namespace(variant=None):
+    from autograder.notebook import extract, namespace, read
+    if variant is None:
+        nb = ROOT / "solutions" / "lab07" / "lab07.ipynb"
+        return namespace(extract(read(nb)).code, str(nb))
+    from autograder.tests.submissions import from_variant
+    path = ROOT / "autograder" / "variants" / "lab07" / variant
+    return namespace(extract(from_variant("lab07", path)).code, str(path))
+
+
+def test_the_performance_figures_are_the_same_on_every_run_and_reach_the_record():
+    from autograder.graders.lab07 import probes
+    from autograder.graders.lab07 import performance as perf
+    ns = _namespace()
+    first, second = probes.workload(ns), probes.workload(ns)
+    assert first == second
+    want = perf.reference_figures()
+    assert perf.figures(first) == perf.figures(second) == want
+    assert want["makespan"] > 0 and want["ttft_p95"] > 0
+    # through the grader, as a batch records it: each performance case keeps the figures as `got`
+    result = run_test(get_tests("lab07")["engine_runs_each_request_as_if_alone"], ns)
+    cases = {c.name: c for c in result.cases}
+    for name in ("makespan_within_margin_of_the_reference", "p95_ttft_within_margin_of_the_reference"):
+        assert cases[name].passed and leaderboard.figures({"tests": [{"cases": [vars(cases[name])]}]}) == {
+            **want, **{f"reference_{k}": v for k, v in want.items()}}
+    # a slower correct design ranks behind the reference, with the same figures on every run
+    slow = _namespace("bug_caps_prefill_tokens_per_step.py")
+    a, b = perf.figures(probes.workload(slow)), perf.figures(probes.workload(slow))
+    assert a == b and a["makespan"] > perf.MAKESPAN_MARGIN * want["makespan"] and \
+        a["ttft_p95"] > perf.TTFT_MARGIN * want["ttft_p95"]
