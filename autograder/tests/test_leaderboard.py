@@ -127,3 +127,30 @@ def test_the_performance_figures_are_the_same_on_every_run_and_reach_the_record(
     a, b = perf.figures(probes.workload(slow)), perf.figures(probes.workload(slow))
     assert a == b and a["makespan"] > perf.MAKESPAN_MARGIN * want["makespan"] and \
         a["ttft_p95"] > perf.TTFT_MARGIN * want["ttft_p95"]
+
+
+def test_the_judge_times_only_what_the_log_and_the_workload_allow():
+    import copy
+
+    from autograder.core import Fail
+    from autograder.graders.lab07 import performance as perf
+    good = perf.reference_run()
+
+    def forged(change, consistent_clock=True):
+        """The judge's message for the reference's run with `change` made to it (and the clock
+        after each forward recomputed from the changed log, as a careful forger would)."""
+        obs = copy.deepcopy(good)
+        change(obs)
+        if consistent_clock:
+            obs["times"] = perf._clock(obs)[0]
+        with pytest.raises(Fail) as e:
+            perf.figures(obs)
+        return e.value.message
+
+    assert "clock does not match" in forged(lambda o: o["times"].__setitem__(-1, o["times"][-1] - 0.1), False)
+    assert "no arrival" in forged(lambda o: o["events"].insert(0, ["idle", 3, -0.05]), False)
+    assert "abort the workload does not make" in forged(lambda o: o["events"].insert(0, ["abort", 0, "w01"]), False)
+    assert "more than max_batch" in forged(lambda o: o["log"][0].extend([["w31", 0, 5]] * 8))
+    assert "disagree on whether it was aborted" in forged(lambda o: o["requests"]["w00"].__setitem__("aborted", True))
+    last = good["log"][-1][0][0]                  # a request in the last forward: its last token loses its row
+    assert f"request {last!r}: token" in forged(lambda o: o["log"][-1].pop(0))

@@ -14,6 +14,7 @@ reference engine gives the yardstick (test_performance.py holds the cases and th
 from __future__ import annotations
 
 import copy
+import math
 from functools import lru_cache
 
 from autograder.checks import one_thread
@@ -47,7 +48,7 @@ def solo_runs() -> dict:
 
 
 def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _shaped(obs) -> bool:
@@ -78,18 +79,30 @@ def _clock(obs) -> tuple[list[float], dict]:
     t, times, aborts, k = 0.0, [], {}, 0
     for i, call in enumerate(obs["log"]):
         while k < len(events) and events[k][1][1] <= i:
-            kind, _, what = events[k][1]
-            if kind == "idle":
-                t += float(what)
-            else:
-                aborts[what] = t
+            t = _event(events[k][1], t, aborts)
             k += 1
         t += a + b * sum(r[2] for r in call) + c * sum(r[1] for r in call)
         times.append(t)
-    for _, (kind, _, what) in events[k:]:
-        if kind == "abort":
-            aborts[what] = t
+    for _, e in events[k:]:
+        t = _event(e, t, aborts)
     return times, aborts
+
+
+def _event(event, t: float, aborts: dict) -> float:
+    """Apply one of run_workload's events to the replayed clock: time skipped while nothing ran
+    (forward only, and only up to an arrival), or an abort (of a request the workload aborts,
+    not before its time)."""
+    kind, _, what = event
+    if kind == "idle":
+        arrivals = {at for at, _, _, _ in WORKLOAD["requests"]}
+        if what < 0 or not any(abs(t + what - at) <= 1e-9 for at in arrivals):
+            raise Fail("the workload's log skips time to a moment that is no arrival", got=describe(event))
+        return t + float(what)
+    when = WORKLOAD["aborts"].get(what)
+    if when is None or t < when - 1e-9 or what in aborts:
+        raise Fail("the workload's log holds an abort the workload does not make", got=describe(event))
+    aborts[what] = t
+    return t
 
 
 def figures(obs) -> dict:
@@ -109,15 +122,24 @@ def figures(obs) -> dict:
                         "the cost of each forward pass.")
     if obs["unfinished"]:
         raise Fail("has_unfinished() is still True after the workload ended")
-    prompts, solo = workload_prompts(), solo_runs()
+    prompts, solo, cfg = workload_prompts(), solo_runs(), WORKLOAD["config"]
     rows = {}
     for i, call in enumerate(obs["log"]):
+        blocks = sum(-(-(cached + new) // cfg["block_size"]) for _, cached, new in call)
+        if len(call) > cfg["max_batch"] or blocks > cfg["num_blocks"]:
+            raise Fail(f"on the performance workload, forward pass {i} held {len(call)} requests and {blocks} "
+                       f"blocks of tokens, more than max_batch={cfg['max_batch']} or the pool's "
+                       f"{cfg['num_blocks']} blocks", hint="Speed counts only within the engine's configuration: "
+                                                           "at most max_batch requests, never more blocks than the pool.")
         for name, cached, new in call:
             rows.setdefault(name, []).append((i, cached, new))
     ttft, tpot, ends = [], [], []
     for at, name, _, _ in WORKLOAD["requests"]:
         r, (want, finish) = obs["requests"][name], solo[name]
         got = r["tokens"]
+        if r["aborted"] is not (name in abort_at):
+            raise Fail(f"request {name!r}: the workload's log and its outputs disagree on whether it was aborted",
+                       got=describe(r))
         if r["aborted"]:
             if got != want[:len(got)]:
                 raise Fail(f"request {name!r} (aborted later): its tokens differ from its solo run",
@@ -143,6 +165,9 @@ def figures(obs) -> dict:
             ends.append(abort_at.get(name, obs["clock"]))
             continue
         ends.append(stamps[-1])
+        if stamps[0] <= at:
+            raise Fail(f"request {name!r}: its first token came out of a forward pass that ended before it arrived",
+                       got=describe(rows.get(name)))
         ttft.append(stamps[0] - at)
         if len(stamps) > 1:
             tpot.append((stamps[-1] - stamps[0]) / (len(stamps) - 1))
