@@ -1,24 +1,27 @@
 """What a hostile classmate costs an honest one: the same honest lab00 notebook graded
-alone, and graded in one batch next to two submissions that each send 63 MiB (the
-adversarial corpus's huge_result with its size raised to 63 MiB, which the child refuses
-to send, and huge_raw_write, which writes 63 MiB into every pipe past that check).
+alone, next to two honest classmates, and next to two submissions that each send 63 MiB
+(the adversarial corpus's huge_result with its size raised to 63 MiB, which the child
+refuses to send, and huge_raw_write, which writes 63 MiB into every pipe past that check).
 
-    .venv/bin/python benchmarks/bench_neighbour.py                 # 6 paired rounds
-    .venv/bin/python benchmarks/bench_neighbour.py --rounds 10
+    .venv/bin/python benchmarks/bench_neighbour.py                 # 6 rounds
+    .venv/bin/python benchmarks/bench_neighbour.py --rounds 9
 
-Each round grades both batches, each in a fresh process (so its peak resident memory,
-ru_maxrss, is that batch's alone), in an order that alternates between rounds:
+Each round grades three batches, each in a fresh process (so its peak resident memory,
+ru_maxrss, is that batch's alone), in an order that rotates from round to round:
 
-    alone      [honest]                                    3 workers
-    neighbour  [honest, huge_result (63 MiB), huge_raw_write]  3 workers
+    alone    [honest]                                            3 workers
+    company  [honest, two copies of it]                          3 workers
+    hostile  [honest, huge_result (63 MiB), huge_raw_write]      3 workers
 
 and compares the honest notebook's own grading time (the record's `seconds`: its child's
 boot, the probes, and the parent's judging, which every worker's submission shares) and
-the batch's wall time. Every round checks that the honest record is the same in both
+the batch's wall time. Every round checks that the honest record is the same in all three
 batches (score, and every case's verdict and message) and that each hostile one scores 0.
-The slowdown factor is the median over rounds of neighbour / alone within a round, with
-its smallest and largest value; the 1-minute load average is recorded before every batch.
-Writes benchmarks/results/neighbour.json and neighbour.png.
+Each factor (hostile / alone, hostile / company, company / alone) is the median over rounds
+of the ratio within a round, with its smallest and largest value: hostile / alone is what a
+classmate costs in all, hostile / company what the 63 MiB messages cost beyond sharing the
+machine's cores with two other children. The 1-minute load average is recorded before every
+batch. Writes benchmarks/results/neighbour.json and neighbour.png.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,6 +88,10 @@ def batch(subs: dict[str, Path], out: Path) -> dict:
     return got
 
 
+SIDES = ("alone", "company", "hostile")
+RATIOS = (("hostile", "alone"), ("hostile", "company"), ("company", "alone"))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
@@ -93,46 +101,52 @@ def main(argv=None) -> int:
     rounds = []
     with tempfile.TemporaryDirectory(prefix="bench-neighbour-") as tmp:
         nbs = build(Path(tmp) / "src")
-        sides = {"alone": {HONEST: nbs[HONEST]}, "neighbour": nbs}
+        copies = {}
+        for sid in ("b_honest", "c_honest"):
+            (Path(tmp) / "src" / sid).mkdir(parents=True)
+            copies[sid] = shutil.copy(nbs[HONEST], Path(tmp) / "src" / sid / "lab00.ipynb")
+        sides = {"alone": {HONEST: nbs[HONEST]}, "company": {HONEST: nbs[HONEST], **copies}, "hostile": nbs}
         reference = None
         for i in range(args.rounds):
-            order = ["alone", "neighbour"] if i % 2 == 0 else ["neighbour", "alone"]
+            order = list(SIDES[i % 3:] + SIDES[:i % 3])
             got = {side: batch(sides[side], Path(tmp) / f"out{i}-{side}") for side in order}
-            honest = {side: got[side]["records"][HONEST] for side in order}
-            v = {side: verdicts(honest[side]) for side in order}
+            v = {side: verdicts(got[side]["records"][HONEST]) for side in SIDES}
             reference = reference or v["alone"]
-            if not (v["alone"] == v["neighbour"] == reference) or reference["score"] != full:
+            if any(v[side] != reference for side in SIDES) or reference["score"] != full:
                 raise SystemExit(f"round {i}: the honest grade differs: {json.dumps(v)[:3000]}")
+            for sid in copies:
+                if verdicts(got["company"]["records"][sid]) != reference:
+                    raise SystemExit(f"round {i}: the honest copy {sid} got another grade")
             for name in HOSTILE:
-                rec = got["neighbour"]["records"][name]
+                rec = got["hostile"]["records"][name]
                 if rec["score"] != 0 or rec["status"] != "graded":
                     raise SystemExit(f"round {i}: {name} scored {rec['score']} ({rec['status']})")
             row = {"order": order}
-            for side in order:
-                row[side] = {"honest_s": honest[side]["seconds"], "batch_wall_s": round(got[side]["wall_s"], 3),
+            for side in SIDES:
+                row[side] = {"honest_s": got[side]["records"][HONEST]["seconds"],
+                             "batch_wall_s": round(got[side]["wall_s"], 3),
                              "parent_maxrss_mib": round(got[side]["maxrss_kib"] / 1024, 1),
                              "load_before": got[side]["load_before"]}
-            row["honest_ratio"] = round(row["neighbour"]["honest_s"] / row["alone"]["honest_s"], 3)
-            row["rss_growth_mib"] = round(row["neighbour"]["parent_maxrss_mib"] - row["alone"]["parent_maxrss_mib"], 1)
+            for a, b in RATIOS:
+                row[f"{a}/{b}"] = round(row[a]["honest_s"] / row[b]["honest_s"], 3)
+            row["rss_growth_mib"] = round(row["hostile"]["parent_maxrss_mib"] - row["company"]["parent_maxrss_mib"], 1)
             rounds.append(row)
-            print(f"round {i}: honest {row['alone']['honest_s']:.2f} s alone, {row['neighbour']['honest_s']:.2f} s "
-                  f"next to the hostile two (x{row['honest_ratio']:.2f}); parent peak "
-                  f"{row['alone']['parent_maxrss_mib']:.0f} / {row['neighbour']['parent_maxrss_mib']:.0f} MiB; "
-                  f"load {row['alone']['load_before']}, {row['neighbour']['load_before']}", flush=True)
-    loads = [r[s]["load_before"] for r in rounds for s in ("alone", "neighbour")]
+            print(f"round {i} ({', '.join(order)}): honest " +
+                  ", ".join(f"{row[s]['honest_s']:.2f} s {s}" for s in SIDES) +
+                  f"; hostile/alone x{row['hostile/alone']:.2f}, hostile/company x{row['hostile/company']:.2f}; "
+                  "parent peak " + " / ".join(f"{row[s]['parent_maxrss_mib']:.0f}" for s in SIDES) +
+                  " MiB; load " + ", ".join(str(row[s]["load_before"]) for s in order), flush=True)
+    loads = [r[s]["load_before"] for r in rounds for s in r["order"]]
     result = {
         "lab": "lab00", "workers": WORKERS, "rounds": args.rounds, "message_limit_bytes": MAX_MESSAGE,
         "hostile": {"b_huge_result": "returns a 63 MiB string (the child refuses to send it)",
                     "c_huge_raw_write": "writes 63 MiB into every pipe, past the child's check"},
         "honest_grade_identical_every_round": True, "honest_score": reference["score"], "max_score": full,
-        "honest_s": {"alone": spread(r["alone"]["honest_s"] for r in rounds),
-                     "neighbour": spread(r["neighbour"]["honest_s"] for r in rounds)},
-        "honest_slowdown": spread(r["honest_ratio"] for r in rounds),
-        "batch_wall_s": {"alone": spread(r["alone"]["batch_wall_s"] for r in rounds),
-                         "neighbour": spread(r["neighbour"]["batch_wall_s"] for r in rounds)},
-        "parent_maxrss_mib": {"alone": spread(r["alone"]["parent_maxrss_mib"] for r in rounds),
-                              "neighbour": spread(r["neighbour"]["parent_maxrss_mib"] for r in rounds)},
-        "parent_rss_growth_mib": spread(r["rss_growth_mib"] for r in rounds),
+        "honest_s": {s: spread(r[s]["honest_s"] for r in rounds) for s in SIDES},
+        "factors": {f"{a}/{b}": spread(r[f"{a}/{b}"] for r in rounds) for a, b in RATIOS},
+        "batch_wall_s": {s: spread(r[s]["batch_wall_s"] for r in rounds) for s in SIDES},
+        "parent_maxrss_mib": {s: spread(r[s]["parent_maxrss_mib"] for r in rounds) for s in SIDES},
+        "parent_rss_growth_hostile_over_company_mib": spread(r["rss_growth_mib"] for r in rounds),
         "load_average_1min": {"min": min(loads), "max": max(loads), "each_batch": loads},
         "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
         "sandbox": Sandbox.detect().describe(),
@@ -141,10 +155,10 @@ def main(argv=None) -> int:
     dest = ROOT / "benchmarks" / "results"
     (dest / f"{args.out_stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     plot(result, dest / f"{args.out_stem}.png")
-    s = result["honest_slowdown"]
-    print(f"honest notebook next to the hostile two: x{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}] "
-          f"of its time alone ({args.rounds} paired rounds, load {min(loads)}-{max(loads)}); "
-          f"grading parent's peak +{result['parent_rss_growth_mib']['median']} MiB")
+    for name, f in result["factors"].items():
+        print(f"honest notebook, {name}: x{f['median']:.2f} [{f['min']:.2f}-{f['max']:.2f}]")
+    print(f"{args.rounds} rounds, load {min(loads)}-{max(loads)}; grading parent's peak, hostile batch over "
+          f"company: {result['parent_rss_growth_hostile_over_company_mib']['median']:+} MiB (median)")
     return 0
 
 
@@ -153,20 +167,24 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rounds = result["paired_rounds"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     xs = range(len(rounds))
-    a.plot(xs, [r["alone"]["honest_s"] for r in rounds], "o-", label="graded alone")
-    a.plot(xs, [r["neighbour"]["honest_s"] for r in rounds], "s-", label="next to two 63 MiB senders")
+    labels = {"alone": "graded alone", "company": "next to two honest copies",
+              "hostile": "next to two 63 MiB senders"}
+    for side, mark in zip(SIDES, "o^s"):
+        a.plot(xs, [r[side]["honest_s"] for r in rounds], mark + "-", label=labels[side])
     a.set_xlabel("round")
     a.set_ylabel("honest notebook's grading time (s)")
     a.set_ylim(bottom=0)
-    a.legend()
-    a.set_title("same grade in every round")
-    b.bar(["alone", "neighbour"], [result["parent_maxrss_mib"][s]["median"] for s in ("alone", "neighbour")])
+    a.legend(fontsize=8)
+    a.set_title("the same grade in every batch of every round", fontsize=10)
+    b.bar(list(SIDES), [result["parent_maxrss_mib"][s]["median"] for s in SIDES])
     b.set_ylabel("grading parent's peak RSS (MiB, median)")
-    s, ld = result["honest_slowdown"], result["load_average_1min"]
-    fig.suptitle(f"lab00, {result['workers']} workers: slowdown x{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}], "
-                 f"load {ld['min']}-{ld['max']}")
+    f, ld = result["factors"], result["load_average_1min"]
+    fig.suptitle(f"lab00, {result['workers']} workers, {result['cpu_count']} cores, load {ld['min']}-{ld['max']}: "
+                 f"hostile/alone x{f['hostile/alone']['median']:.2f}, "
+                 f"hostile/company x{f['hostile/company']['median']:.2f} "
+                 f"[{f['hostile/company']['min']:.2f}-{f['hostile/company']['max']:.2f}]", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
