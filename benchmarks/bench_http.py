@@ -159,11 +159,11 @@ async def run_http_async(base_url: str, prompts: list[str], concurrency: int, ma
     return {"wall_s": wall, "requests": [done[i] for i in range(len(prompts))]}
 
 
-def start_server(args, stream_interval: int) -> tuple[subprocess.Popen, str]:
+def start_server(args, stream_interval: int, engine: str) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "course.serve", "--port", "0", "--log-level", "warning",
            "--threads", str(args.threads), "--max-batch", str(args.max_batch),
            "--num-blocks", str(args.num_blocks), "--max-waiting", str(args.requests),
-           "--stream-interval", str(stream_interval)]
+           "--stream-interval", str(stream_interval), "--engine", engine]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:                       # "Serving tiny-model at http://127.0.0.1:PORT/v1 ..."
@@ -173,21 +173,47 @@ def start_server(args, stream_interval: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError(f"the server exited with {proc.returncode} before printing its URL")
 
 
+# ---------------------------------------------------------------- CPU accounting
+
+def cpu_seconds(pid: int | None) -> dict:
+    """CPU seconds (user + system) used so far by this process ("bench": the client on
+    an HTTP path, the engine itself on the direct one) and by the server `pid`
+    ("server": its main process, the HTTP front end and, with --engine thread, the
+    engine; "server_children": its engine process, with --engine process)."""
+    import psutil
+
+    own = psutil.Process().cpu_times()
+    out = {"bench": own.user + own.system}
+    if pid is not None:
+        server = psutil.Process(pid)
+        out["server"] = sum(server.cpu_times()[:2])
+        out["server_children"] = sum(sum(c.cpu_times()[:2]) for c in server.children(recursive=True))
+    return out
+
+
 # ---------------------------------------------------------------- report
 
 def round_stats(rd: dict) -> dict:
     ttft = [1000 * r["ttft"] for r in rd["requests"]]
     tpot = [1000 * r["tpot"] for r in rd["requests"] if r["tpot"] is not None]
-    return {"ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99),
-            "tpot_p50_ms": percentile(tpot, 50), "tpot_p99_ms": percentile(tpot, 99),
-            "tokens_per_s": sum(r["tokens"] for r in rd["requests"]) / rd["wall_s"]}
+    tokens = sum(r["tokens"] for r in rd["requests"])
+    out = {"ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99),
+           "tpot_p50_ms": percentile(tpot, 50), "tpot_p99_ms": percentile(tpot, 99),
+           "tokens_per_s": tokens / rd["wall_s"]}
+    for who, seconds in rd.get("cpu_s", {}).items():     # CPU ms per generated token, by process
+        out[f"cpu_ms_per_token_{who}"] = 1000 * seconds / tokens
+    if "cpu_s" in rd:                                     # cores busy on average over the round
+        out["cores_busy"] = sum(rd["cpu_s"].values()) / rd["wall_s"]
+    return out
 
 
 def summary(rounds: list[dict]) -> dict:
     """Percentiles over every request of every round; tokens/s: median over rounds."""
     pooled = round_stats({"requests": [r for rd in rounds for r in rd["requests"]], "wall_s": 1.0})
     per_round = [round_stats(rd) for rd in rounds]
-    pooled["tokens_per_s"] = statistics.median(s["tokens_per_s"] for s in per_round)
+    for k in per_round[0]:
+        if k == "tokens_per_s" or k.startswith("cpu_") or k == "cores_busy":
+            pooled[k] = statistics.median(s[k] for s in per_round)
     return {**pooled, "rounds": per_round, "requests": sum(len(rd["requests"]) for rd in rounds)}
 
 
@@ -224,7 +250,8 @@ def plot(direct: dict, paths: dict, path: Path, title: str) -> None:
     a.legend(fontsize=7)
     a.set_title("latency per request (pooled)")
     b.bar(range(len(series)), [s["tokens_per_s"] for s in series.values()], color=[f"C{j}" for j in range(len(series))])
-    b.set_xticks(list(range(len(series))), [n.replace(", stream-interval ", "\ninterval ").replace(" directly", "\ndirectly")
+    b.set_xticks(list(range(len(series))), [n.replace(", stream-interval ", "\ninterval ").replace(", engine ", "\n")
+                                            .replace(" directly", "\ndirectly")
                                             for n in series], fontsize=7)
     b.set_ylabel("generated tokens / s (median round)")
     b.set_title("throughput")
@@ -255,6 +282,8 @@ def main() -> None:
     ap.add_argument("--stream-interval", type=int, nargs="+", default=[1],
                     help="the server's --stream-interval; one server per value")
     ap.add_argument("--clients", nargs="+", default=["openai", "httpx"], choices=["openai", "httpx"])
+    ap.add_argument("--engine", nargs="+", default=["process"], choices=["process", "thread"],
+                    help="the server's --engine (where its engine runs); one server per value")
     ap.add_argument("--out", default="http", help="file stem under benchmarks/results/")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -263,19 +292,30 @@ def main() -> None:
     engine, tokenizer, _ = tiny_engine(num_blocks=args.num_blocks, max_batch=args.max_batch,
                                        max_waiting=args.requests)
     assert isinstance(engine.config, EngineConfig)
-    servers: dict[int, tuple[subprocess.Popen, str]] = {}
-    names = ["direct"] + [f"{c}, stream-interval {k}" for k in args.stream_interval for c in args.clients]
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    kinds = [(e, k) for e in args.engine for k in args.stream_interval]
+
+    def server_name(e: str, k: int) -> str:
+        return f"stream-interval {k}" + (f", engine {e}" if len(args.engine) > 1 else "")
+    names = ["direct"] + [f"{c}, {server_name(e, k)}" for e, k in kinds for c in args.clients]
     rounds: dict[str, list] = {name: [] for name in names}
     loads = []
     try:
-        for k in args.stream_interval:
-            servers[k] = start_server(args, k)
+        for e, k in kinds:
+            servers[server_name(e, k)] = start_server(args, k, e)
 
         def run(name: str, n: int, prompts: list[str], max_tokens: int) -> dict:
-            if name == "direct":
-                return run_direct(engine, tokenizer, prompts, args.concurrency, max_tokens)
-            client, k = name.split(", stream-interval ")
-            return asyncio.run(run_http_async(servers[int(k)][1], prompts, args.concurrency, max_tokens, client))
+            server = None if name == "direct" else servers[name.split(", ", 1)[1]]
+            before = cpu_seconds(server and server[0].pid)
+            if server is None:
+                rd = run_direct(engine, tokenizer, prompts, args.concurrency, max_tokens)
+                rd["cpu_s"] = {"bench": cpu_seconds(None)["bench"] - before["bench"]}
+                return rd
+            rd = asyncio.run(run_http_async(server[1], prompts, args.concurrency, max_tokens,
+                                            name.split(", ")[0]))
+            after = cpu_seconds(server[0].pid)
+            rd["cpu_s"] = {who: after[who] - before[who] for who in after}
+            return rd
 
         for name in names:           # one small warm-up on each path (first forward, first connection)
             run(name, args.concurrency, prompts[:args.concurrency], 4)
@@ -306,6 +346,13 @@ def main() -> None:
         s = stats[name]
         print(f"{name:>{w}} | {s['ttft_p50_ms']:7.2f}ms | {s['ttft_p99_ms']:7.2f}ms | {s['tpot_p50_ms']:7.2f}ms | "
               f"{s['tpot_p99_ms']:7.2f}ms | {s['tokens_per_s']:9.0f}")
+    print("CPU ms per generated token by process (median round): bench = this process (the engine on the "
+          "direct path, the client over HTTP), server = its main process, server_children = its engine process; "
+          "cores = all of them / wall time")
+    for name in names:
+        s = stats[name]
+        cpu = ", ".join(f"{k[len('cpu_ms_per_token_'):]} {v:.3f}" for k, v in s.items() if k.startswith("cpu_ms"))
+        print(f"{name:>{w}} | {cpu} | cores {s['cores_busy']:.2f}")
     print("HTTP / direct, median [min-max] over rounds of the ratio within a round:")
     for name in names[1:]:
         q = ratios[name]

@@ -42,6 +42,10 @@ The handler then hands `add_request` to ONE background thread, the engine loop. 
 thread owns the engine: it runs queued commands (add, abort), calls `engine.step()`, and
 routes every RequestOutput to the asyncio queue of its request. The handler reads its
 queue and writes SSE chunks (`data: {...}` ... `data: [DONE]`) or one JSON body.
+`python -m course.serve` runs the engine in a process of its own instead (EngineProcess,
+ProcessEngineLoop; `--engine thread` keeps it in a thread), as vLLM runs its engine core
+apart from its API server: the child runs the commands and steps, and sends each step's
+outputs in one message to a thread here that routes them the same way.
 Overload (the engine's waiting queue is full: QueueFull) answers 429 with Retry-After at
 once, never a hang; a request that can never run (RequestRefused, raised by add_request:
 its prompt + max_tokens could not fit the KV pool even alone) answers 400 naming
@@ -50,10 +54,13 @@ aborts the request: the abort is the next command the loop runs, before its next
 and the engine frees the blocks inside abort(), so the request's KV blocks are back in
 the pool within one step.
 
-What a streamed token costs. Each token crosses from the engine thread to the event loop
-and becomes an SSE event the client parses; on a small model that Python work is of the
-order of a decode step itself, and both threads share one interpreter lock. So the work
-is done in bulk where the wire format allows: one wake-up of the event loop per engine
+What a streamed token costs. Each token crosses from the engine to the event loop and
+becomes an SSE event the client parses; on a small model that Python work is of the
+order of a decode step itself. In one process the engine thread and the event loop share
+one interpreter lock, and every socket write hands it over and has to win it back from a
+step in progress, so the two never run at once and the hand-overs cost more wall time
+than the work; hence the engine process of the command line. The work is also done in
+bulk where the wire format allows: one wake-up of the event loop per engine
 step for all the requests it advanced; a chunk's JSON is encoded once per request and
 only the text is encoded per event; the outputs a stream finds waiting are joined into
 one chunk and all its ready events go out in one socket write. `stream_interval` (vLLM's
@@ -473,15 +480,7 @@ class EngineLoop:
                 self._fail_all(f"engine step failed: {type(exc).__name__}: {exc}")
                 continue
             self.steps += 1
-            now = self.clock()
-            deliveries: dict = {}              # one wake-up per event loop per step, not per output
-            for out in outputs:
-                tracked = self._route(out, now)
-                outs = self._hand_over(tracked, out) if tracked is not None else None
-                if outs:
-                    deliveries.setdefault(tracked.loop, []).append((tracked.queue, outs))
-            for loop, items in deliveries.items():
-                loop.call_soon_threadsafe(_deliver, items)
+            self._deliver_step(outputs)
             self._stats = dict(self.engine.stats())
             if not outputs:
                 # Unfinished requests, none of which could run (e.g. the head of the queue
@@ -490,6 +489,19 @@ class EngineLoop:
                 # IDLE_WAIT_S, so the engine still ends requests whose deadline passes.
                 self._wake.wait(IDLE_WAIT_S)
         self._fail_all("the server shut down", reason="cancelled")
+
+    def _deliver_step(self, outputs) -> None:
+        """Route a step's outputs: one wake-up per event loop for the whole step, not
+        one per output."""
+        now = self.clock()
+        deliveries: dict = {}
+        for out in outputs:
+            tracked = self._route(out, now)
+            outs = self._hand_over(tracked, out) if tracked is not None else None
+            if outs:
+                deliveries.setdefault(tracked.loop, []).append((tracked.queue, outs))
+        for loop, items in deliveries.items():
+            loop.call_soon_threadsafe(_deliver, items)
 
     def _run_commands(self) -> None:
         ran = False
@@ -590,6 +602,220 @@ def _deliver(items) -> None:
 def _set_exception(fut: asyncio.Future, exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)
+
+
+# ---------------------------------------------------------------- the engine in a process of its own
+
+@dataclass(frozen=True)
+class EngineProcess:
+    """What to build in a child process: the reference engine over the shipped tiny model
+    (tiny_engine(device, **config)), torch limited to `threads` threads there. Pass it to
+    build_app in place of an engine; `python -m course.serve` does."""
+    config: dict = field(default_factory=dict)
+    device: str | None = None
+    threads: int | None = None
+    start_timeout: float = 300.0
+
+
+class ProcessEngineLoop(EngineLoop):
+    """EngineLoop whose engine runs in a child process, as vLLM runs its engine core
+    apart from its API server.
+
+    In one process the engine thread and the event loop share one interpreter lock: every
+    socket write of the event loop hands the lock over and has to win it back from a
+    thread that is in the middle of a step, so a step's events cost far more wall time
+    than their CPU time, and the two never run at once. Here the child steps on its own
+    core while this process serves HTTP. The child runs commands (add, abort) between
+    steps in the order they were sent, answers each, and sends each step's outputs in
+    one message; this process's thread receives them and routes them exactly as
+    EngineLoop does (same metrics, same stream_interval, one wake-up per step). Request
+    ids are chosen here, so an add needs no reply before it is sent; QueueFull and the
+    other refusals come back with the add's answer.
+    """
+
+    def __init__(self, spec: EngineProcess, **kw):
+        self.spec = spec
+        self._conn = self._process = None
+        self._send_lock = threading.Lock()
+        self._pending: dict[str, tuple[Tracked, asyncio.Future]] = {}
+        super().__init__(_NoEngine(), **kw)
+        self.engine.abort = lambda request_id: self._send(("abort", request_id))
+
+    def start(self) -> "ProcessEngineLoop":
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")       # never fork a process that runs threads
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_engine_process, args=(child, self.spec), name="engine-core",
+                                    daemon=True)
+        self._process.start()
+        child.close()
+        if not self._conn.poll(self.spec.start_timeout):
+            self._process.kill()
+            raise RuntimeError(f"the engine process did not start within {self.spec.start_timeout:g} s")
+        msg = self._conn.recv()
+        if msg[0] != "ready":
+            self._process.join(5)
+            raise RuntimeError(f"the engine process failed to start: {msg[1]}")
+        self._stats = msg[1]
+        return super().start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._send(("stop",))
+        self._thread.join(timeout)
+        if self._process is not None:
+            self._process.join(timeout)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+
+    async def submit(self, prompt_ids: list[int], params: dict) -> tuple[str, asyncio.Queue]:
+        if self._stop.is_set():
+            raise APIErrorResponse(503, "The server is shutting down.", type="server_error",
+                                   code="shutting_down", retry_after=1)
+        if not self._thread.is_alive():
+            raise APIErrorResponse(503, "The engine has stopped.", type="server_error", code="engine_stopped",
+                                   retry_after=1)
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        tracked = Tracked(asyncio.Queue(), loop, self.clock(), n_prompt=len(prompt_ids))
+        rid = uuid.uuid4().hex
+        self._pending[rid] = (tracked, done)
+        try:
+            self._send(("add", rid, list(prompt_ids), self.make_params(params)))
+        except BaseException:
+            self._pending.pop(rid, None)
+            raise
+        return await done, tracked.queue
+
+    def abort(self, request_id: str) -> None:
+        if not self._stop.is_set():
+            self._send(("abort", request_id))
+
+    def _send(self, msg) -> None:
+        with self._send_lock:
+            try:
+                self._conn.send(msg)
+            except (OSError, ValueError):   # the child is gone: the receiving thread ends every request
+                if msg[0] == "add":
+                    raise APIErrorResponse(503, "The engine has stopped.", type="server_error",
+                                           code="engine_stopped", retry_after=1) from None
+
+    def _run(self) -> None:
+        while True:
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                if self._stop.is_set():
+                    message, reason = "the server shut down", "cancelled"
+                else:
+                    message, reason = "the engine process ended", "error"
+                break
+            kind = msg[0]
+            if kind == "step":
+                self.steps += 1
+                self._deliver_step(msg[1])
+            elif kind == "added":
+                rid, exc = msg[1], msg[2]
+                tracked, done = self._pending.pop(rid)
+                if exc is not None:
+                    tracked.loop.call_soon_threadsafe(_set_exception, done, exc)
+                else:
+                    self._tracked[rid] = tracked
+                    tracked.loop.call_soon_threadsafe(self._added, done, rid)
+            elif kind == "aborted":
+                tracked = self._tracked.pop(msg[1], None)
+                if tracked is not None and self.metrics:
+                    self.metrics.finished(tracked, "cancelled", self.clock())
+            elif kind == "failed":
+                self._fail_all(msg[1])
+            elif kind == "stopped":
+                message, reason = "the server shut down", "cancelled"
+                break
+            self._stats = msg[-1]
+        self._fail_all(message, reason=reason)
+        for rid, (tracked, done) in list(self._pending.items()):
+            tracked.loop.call_soon_threadsafe(
+                _set_exception, done, APIErrorResponse(503, message, type="server_error", retry_after=1))
+        self._pending.clear()
+
+
+class _NoEngine:
+    """ProcessEngineLoop's engine in this process: stats come from the child, and the
+    aborts EngineLoop makes when it ends every request go to it (ProcessEngineLoop.abort)."""
+
+    def __init__(self):
+        self.abort: Callable[[str], None] = lambda request_id: None
+
+    def stats(self) -> dict:
+        return {}
+
+
+def _engine_process(conn, spec: EngineProcess) -> None:
+    """The child of ProcessEngineLoop: build the engine, then run commands and steps,
+    blocking for a command only when nothing is left to step."""
+    import pickle
+
+    import torch
+
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
+    try:
+        engine, _, _ = tiny_engine(spec.device, **spec.config)
+    except Exception as exc:
+        conn.send(("failed", f"{type(exc).__name__}: {exc}", {}))
+        return
+    conn.send(("ready", dict(engine.stats())))
+    failed = False
+    while True:
+        while failed or conn.poll(0) or not engine.has_unfinished():
+            try:
+                cmd = conn.recv()
+            except EOFError:               # this process's parent is gone
+                return
+            if cmd[0] == "add":
+                try:
+                    engine.add_request(cmd[2], cmd[3], request_id=cmd[1])
+                    exc = None
+                except Exception as e:     # QueueFull, RequestRefused, ValueError: the handler answers
+                    exc = e
+                    try:
+                        pickle.dumps(exc)
+                    except Exception:
+                        exc = RuntimeError(f"{type(e).__name__}: {e}")
+                conn.send(("added", cmd[1], exc, dict(engine.stats())))
+            elif cmd[0] == "abort":
+                engine.abort(cmd[1])
+                conn.send(("aborted", cmd[1], dict(engine.stats())))
+                failed = failed and engine.has_unfinished()
+            else:
+                conn.send(("stopped", dict(engine.stats())))
+                return
+        try:
+            outputs = engine.step()
+        except Exception as exc:           # every request ends with an error; their aborts come back
+            failed = True
+            conn.send(("failed", f"engine step failed: {type(exc).__name__}: {exc}", dict(engine.stats())))
+            continue
+        # raw_token_ids (every token so far) is not used by the server: not sent
+        conn.send(("step", [RequestOutputLite(o.request_id, o.new_token_ids, o.text_delta, o.finish_reason,
+                                              o.stop_reason, o.usage, o.error) for o in outputs],
+                   dict(engine.stats())))
+        if not outputs:                    # nothing could run: wait for a command, as EngineLoop does
+            conn.poll(IDLE_WAIT_S)
+
+
+@dataclass
+class RequestOutputLite:
+    """A RequestOutput as it crosses from the engine process: what the server reads."""
+    request_id: str
+    new_token_ids: list
+    text_delta: str
+    finish_reason: Any = None
+    stop_reason: Any = None
+    usage: dict | None = None
+    error: str | None = None
 
 
 # ---------------------------------------------------------------- metrics
@@ -736,7 +962,7 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     from starlette.requests import ClientDisconnect
 
     missing = [m for m in ENGINE_METHODS if not callable(getattr(engine, m, None))]
-    if missing:
+    if missing and not isinstance(engine, EngineProcess):
         raise ValueError(f"`engine` must have {', '.join(ENGINE_METHODS)}, got a {type(engine).__name__} "
                          f"without {', '.join(missing)}.")
     if tokenizer is not None and not callable(getattr(tokenizer, "encode", None)):
@@ -748,8 +974,9 @@ def build_app(engine, tokenizer, *, model_name: str = MODEL_NAME, max_model_len:
     check_int("max_body_bytes", max_body_bytes, 1)
     check_number("body_read_timeout", body_read_timeout, 0, lo_open=True)
     metrics = ServerMetrics(metrics_prefix)
-    engine_loop = EngineLoop(engine, make_params=make_params or default_make_params(), metrics=metrics,
-                             stream_interval=stream_interval)
+    loop_type = ProcessEngineLoop if isinstance(engine, EngineProcess) else EngineLoop
+    engine_loop = loop_type(engine, make_params=make_params or default_make_params(), metrics=metrics,
+                            stream_interval=stream_interval)
     metrics.watch(engine_loop.stats)
     vocab_size = len(tokenizer) if hasattr(tokenizer, "__len__") else None
     max_token_chars = max_chars_per_token(tokenizer) if tokenizer is not None else None
@@ -1187,6 +1414,16 @@ def tiny_engine(device: str | None = None, **config):
     return engine, tokenizer, decoder.config.n_positions
 
 
+def tiny_tokenizer():
+    """(tokenizer, context length) of the shipped tiny model, without loading its weights:
+    what this process needs when the engine runs in another (EngineProcess)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from .tiny_model import TINY_MODEL_DIR
+    tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL_DIR, local_files_only=True)
+    return tokenizer, AutoConfig.from_pretrained(TINY_MODEL_DIR, local_files_only=True).n_positions
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Serve the course engine and the tiny model over an "
                                              "OpenAI-compatible HTTP API.")
@@ -1202,6 +1439,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--stream-interval", type=int, default=1,
                     help="tokens per streamed chunk after the first (default 1: every token at once)")
+    ap.add_argument("--engine", choices=("process", "thread"), default="process",
+                    help="where the engine runs: a process of its own (default) or a thread of this one")
     ap.add_argument("--log-level", default="info")
     ns = ap.parse_args(argv)
     import torch
@@ -1210,8 +1449,13 @@ def main(argv=None) -> int:
     if ns.threads is not None:
         torch.set_num_threads(ns.threads)
 
-    engine, tokenizer, max_len = tiny_engine(ns.device, num_blocks=ns.num_blocks, block_size=ns.block_size,
-                                             max_batch=ns.max_batch, max_waiting=ns.max_waiting)
+    config = dict(num_blocks=ns.num_blocks, block_size=ns.block_size, max_batch=ns.max_batch,
+                  max_waiting=ns.max_waiting)
+    if ns.engine == "thread":
+        engine, tokenizer, max_len = tiny_engine(ns.device, **config)
+    else:                              # the child builds the engine; this process needs the tokenizer
+        tokenizer, max_len = tiny_tokenizer()
+        engine = EngineProcess(config, ns.device, ns.threads)
     app = build_app(engine, tokenizer, max_model_len=max_len, request_timeout=ns.request_timeout,
                     stream_interval=ns.stream_interval)
     sock = _bind(ns.host, ns.port)

@@ -17,8 +17,9 @@ import httpx
 import openai
 import pytest
 
-from course.serve import (IDLE_WAIT_S, APIErrorResponse, BackgroundServer, EngineLoop, ServerMetrics, Tracked,
-                          build_app, parse_metrics, parse_request, render_chat, start_background, tiny_engine)
+from course.serve import (IDLE_WAIT_S, APIErrorResponse, BackgroundServer, EngineLoop, EngineProcess, ServerMetrics,
+                          Tracked, build_app, parse_metrics, parse_request, render_chat, start_background, tiny_engine,
+                          tiny_tokenizer)
 from course.tiny_model import LAB_PROMPTS
 
 MODEL = "tiny-model"
@@ -336,10 +337,15 @@ def test_health_and_metric_names(served):
     assert edges("request_time_per_output_token_seconds") == VLLM_TPOT_BUCKETS
 
 
-@pytest.fixture()
-def small_server(one_thread):
-    """One running slot and one waiting slot, 48 blocks of 16 tokens; always stopped."""
-    engine, tokenizer, context = tiny_engine(num_blocks=48, block_size=16, max_batch=1, max_waiting=1)
+@pytest.fixture(scope="module", params=["thread", "process"])
+def small_server(one_thread, request):
+    """One running slot and one waiting slot, 48 blocks of 16 tokens, the engine in a thread
+    of the server or in a process of its own (what `python -m course.serve` runs); always stopped."""
+    config = dict(num_blocks=48, block_size=16, max_batch=1, max_waiting=1)
+    if request.param == "thread":
+        engine, tokenizer, context = tiny_engine(**config)
+    else:
+        (tokenizer, context), engine = tiny_tokenizer(), EngineProcess(config, threads=1)
     server = start_background(engine, tokenizer, max_model_len=context)
     try:
         yield SimpleNamespace(url=server.url, client=client_for(server.url))
@@ -598,3 +604,54 @@ def test_python_m_course_serve_prints_its_url_and_serves(one_thread):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+def test_an_engine_in_a_process_of_its_own_serves_the_same(one_thread):
+    """EngineProcess (what `python -m course.serve` runs): the same texts as the engine run
+    directly, streamed or not, several at once; a closed stream is aborted and its blocks
+    freed; the child ends with the server. If the child dies, what is in flight ends with
+    an error and new requests get 503, never a hang."""
+    tokenizer, context = tiny_tokenizer()
+    server = start_background(EngineProcess(dict(num_blocks=256, block_size=16, max_batch=8), threads=1),
+                              tokenizer, max_model_len=context)
+    loop = server.server.config.app.state.engine_loop
+    try:
+        c = client_for(server.url)
+        prompts = list(LAB_PROMPTS[:6])
+        expected = direct_texts([encode(tokenizer, p) for p in prompts], temperature=0, max_tokens=40)
+
+        def one(i_prompt):
+            i, prompt = i_prompt
+            kw = dict(model=MODEL, prompt=prompt, max_tokens=40, temperature=0)
+            if i % 2:
+                return stream_text(client_for(server.url).completions.create(**kw, stream=True))[:2]
+            choice = client_for(server.url).completions.create(**kw).choices[0]
+            return choice.text, choice.finish_reason
+
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            assert list(pool.map(one, enumerate(prompts))) == expected
+        assert metrics(server.url)["course:kv_cache_blocks_used"] == 0
+
+        stream = c.completions.create(model=MODEL, prompt="The small cat", max_tokens=900, temperature=0,
+                                      stream=True, extra_body={"ignore_eos": True})
+        next(iter(stream))
+        assert metrics(server.url)["course:num_requests_running"] == 1
+        stream.close()
+        after = wait_for_metrics(server.url, lambda m: m[CANCELLED] == 1)
+        assert after["course:kv_cache_blocks_used"] == 0 and after["course:num_requests_running"] == 0
+
+        stream = c.completions.create(model=MODEL, prompt="The small cat", max_tokens=900, temperature=0,
+                                      stream=True, extra_body={"ignore_eos": True})
+        chunks = iter(stream)
+        next(chunks)
+        loop._process.kill()
+        with pytest.raises(openai.APIError):
+            for _ in chunks:
+                pass
+        with pytest.raises(openai.APIStatusError) as e:
+            c.completions.create(model=MODEL, prompt="hi", max_tokens=4)
+        assert e.value.status_code == 503
+    finally:
+        server.stop()
+    assert not server.thread.is_alive() and not loop._process.is_alive()
