@@ -66,6 +66,7 @@ class Summary:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     grader_version: str = ""
+    review: dict[str, list[str]] = field(default_factory=dict)    # student -> reasons (records of this batch)
 
     def line(self) -> str:
         s = (f"{self.lab}: graded {len(self.graded)}, up to date {len(self.skipped)}, "
@@ -73,6 +74,10 @@ class Summary:
         if self.stale:
             s += (f"\n{len(self.stale)} student(s) were graded by an older grader version and kept; "
                   "rerun with --force to regrade them.")
+        if self.review:
+            s += (f"\n{len(self.review)} student(s) to review by hand (their code walks frames or reaches into "
+                  "other objects' state; scores unchanged; the `review` column of grades.csv says where): "
+                  + ", ".join(sorted(self.review)))
         return s
 
 
@@ -341,13 +346,14 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
     wanted = {e.student for e in entries}
     rows = [r for s, r in records.items() if (s in wanted or not entries) and signed(r, key)]
     reports.write_atomic(out / "grades.csv", reports.class_csv(rows, list(tests)))
+    summary.review = {r["student"]: list(r["review"]) for r in rows if r.get("review")}
     summary.seconds = round(time.monotonic() - t0, 2)
     reports.write_atomic(out / "summary.json", json.dumps({
         "lab": lab, "grader_version": version, "students": len(rows),
         "mean_score": round(sum(r["score"] for r in rows) / len(rows), 4) if rows else None,
         "max_score": sum(t.points for t in tests.values()),
         "graded_now": len(summary.graded), "up_to_date": len(summary.skipped), "stale": summary.stale,
-        "errors": summary.errors, "seconds": summary.seconds,
+        "errors": summary.errors, "seconds": summary.seconds, "review": summary.review,
     }, indent=1) + "\n")
     close_journal(out)
     return summary

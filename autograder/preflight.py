@@ -318,6 +318,91 @@ def _tricks_in(src: str) -> list[str]:
     return found
 
 
+# ---------------------------------------------------------------- introspection (flagged for review)
+
+# attributes that lead from a call to its callers' frames, or into a function's hidden state:
+# how code running under the grader's probe can name the probe's objects (checks.Ledger)
+FRAME_ATTRS = {"_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame",
+               "cr_frame", "ag_frame", "__closure__", "__subclasses__"}
+INSPECT_FRAMES = {"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo"}
+TRACEBACK_FRAMES = {"walk_stack", "walk_tb"}
+INTROSPECTION_IMPORTS = {"gc", "ctypes", "_ctypes"}
+
+
+def introspection_in(src: str) -> list[str]:
+    """What in `src` reaches past the student's own objects: callers' frames (sys._getframe,
+    f_back, f_locals, f_globals, tb_frame, gi_frame, cr_frame, inspect's and traceback's
+    frame walks), a function's closure cells, object.__setattr__ on something other than
+    `self`, __subclasses__, and imports of gc or ctypes. A static scan, for review: the
+    grader measures through objects in the student's process (checks.Ledger), and such code
+    can reach them. An empty list when there is none (or the cell does not parse)."""
+    import ast
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+        python = TransformerManager().transform_cell(src)
+    except Exception:  # IPython missing or a cell it cannot read: read it as Python
+        python = src
+    try:
+        tree = ast.parse(python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            base = node.value.id if isinstance(node.value, ast.Name) else ""
+            if node.attr in FRAME_ATTRS:
+                found.append(f"{base + '.' if base == 'sys' else ''}{node.attr}")
+            elif base == "inspect" and node.attr in INSPECT_FRAMES:
+                found.append(f"inspect.{node.attr}")
+            elif base == "traceback" and node.attr in TRACEBACK_FRAMES | {"extract_stack"}:
+                found.append(f"traceback.{node.attr}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in FRAME_ATTRS:
+            found.append(f"the name {node.value!r}")            # getattr(x, "f_back") and the like
+        elif isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Attribute) and fn.attr in ("__setattr__", "__delattr__") \
+                    and isinstance(fn.value, ast.Name) and fn.value.id == "object" and node.args \
+                    and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
+                found.append(f"object.{fn.attr} on another object")
+        elif isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name.split(".")[0] in INTROSPECTION_IMPORTS]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            names = {a.name for a in node.names}
+            if mod.split(".")[0] in INTROSPECTION_IMPORTS:
+                found.append(f"import {mod}")
+            elif (mod == "sys" and names & FRAME_ATTRS) or (mod == "inspect" and names & INSPECT_FRAMES) \
+                    or (mod == "traceback" and names & (TRACEBACK_FRAMES | {"extract_stack"})):
+                found += [f"{mod}.{n}" for n in sorted(names & (FRAME_ATTRS | INSPECT_FRAMES | TRACEBACK_FRAMES
+                                                                   | {"extract_stack"}))]
+    return list(dict.fromkeys(found))
+
+
+def introspection(cells: list, release: list) -> list[tuple[str, str]]:
+    """(cell, what) for each cell a student wrote that uses introspection_in's constructs."""
+    out = []
+    for name, src in _student_cells(cells, release):
+        seen = introspection_in(src)
+        if seen:
+            out.append((name, ", ".join(seen[:6]) + (", ..." if len(seen) > 6 else "")))
+    return out
+
+
+def review_of(sub) -> list[str]:
+    """Reasons to look at a graded submission by hand: "cell `ID`: what" for each cell of
+    `sub` (a notebook.Submission) that the child ran as the student wrote it and that uses
+    introspection (introspection_in). The score stands either way; the grader cannot tell a
+    frame walk that read the grader's objects from one that did not."""
+    out = []
+    for c in getattr(sub, "cells", None) or []:
+        if getattr(c, "trusted", False):
+            continue
+        seen = introspection_in(c.source)
+        if seen:
+            out.append(f"cell `{c.id}`: " + ", ".join(seen[:6]) + (", ..." if len(seen) > 6 else ""))
+    return out
+
+
 def kernel_tricks(cells: list, release: list) -> list[tuple[str, str]]:
     """(cell, what) for each cell a student wrote that reaches into the kernel or the import
     system (see the module docstring). A static scan: code it cannot read (exec of a built

@@ -178,7 +178,15 @@ def record(student: str, sub, graded, *, version: str, limits=None) -> dict:
         # the edition the student worked in (notebook metadata "language"): the language the
         # feedback is written in; the record itself holds no translated text
         "language": messages.notebook_language(sub.path) if getattr(sub, "path", None) else None,
+        # for the instructor, never in the student's feedback: cells that walk frames or reach
+        # into other objects' state (preflight.review_of); the score does not depend on it
+        "review": _review(sub),
     }
+
+
+def _review(sub) -> list[str]:
+    from .preflight import review_of
+    return _bounded_problems(review_of(sub))
 
 
 def tests_of(rec: dict) -> list[TestResult]:
@@ -423,7 +431,7 @@ def class_csv(records: list[dict], test_names: list[str]) -> str:
     extra = list(FIGURES) if any(perf.values()) else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["student_id", "lab", "score", "max_score", "percent", *test_names, "status", "problems",
+    w.writerow(["student_id", "lab", "score", "max_score", "percent", *test_names, "status", "problems", "review",
                 "restarts", "seconds", "grader_version", "submission_sha256", "file", *extra])
     for rec in sorted(records, key=lambda r: r["student"]):
         by = {t["name"]: t["score"] for t in rec.get("tests", [])}
@@ -431,7 +439,7 @@ def class_csv(records: list[dict], test_names: list[str]) -> str:
         f = perf[rec["student"]] or {}
         w.writerow([rec["student"], rec["lab"], f"{rec['score']:g}", f"{rec['max_score']:g}", f"{pct:.1f}",
                     *[f"{by[n]:g}" if n in by else "" for n in test_names], rec["status"],
-                    len(rec.get("problems", [])), rec.get("restarts", 0), rec.get("seconds", ""),
+                    len(rec.get("problems", [])), "; ".join(rec.get("review") or []), rec.get("restarts", 0), rec.get("seconds", ""),
                     rec["grader_version"], rec.get("submission_sha256", ""), rec.get("file", ""),
                     *[f"{f[k]:.6f}" if k in f else "" for k in extra]])
     return buf.getvalue()
