@@ -180,6 +180,27 @@ EQUIVALENT = {
                     'state = "has already ended" if request_id in self.done else "XXwas never startedXX"',
                     'state = "has already ended" if request_id not in self.done else "was never started"',
                     "state = None")},
+    # lab04
+    ("autograder.reference.lab04", "got = None"):
+        "error-message text (`got` is only shown in the message)",
+    ("autograder.reference.lab04", "diff = (a - b).abs().amax(dim=+1)                         # (T,)"):
+        "a and b are (T, V) (the model's logits of one prompt): dim=+1 is dim=-1",
+    ("autograder.reference.lab04", "lost = [p for p in baseline[\"exact_prompts\"] if p  in candidate[\"exact_prompts\"]]"):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
+    ("autograder.reference.lab04", "lost = None"):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
+    ("autograder.reference.lab04", "parts = [f\"XX{m} fell from {baseline[m]:.4f} to {candidate[m]:.4f}, more than the tolerance {tolerance:g}XX\""):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
+    ("autograder.reference.lab04", "for m in dropped] or [f\"XXevery rate within {tolerance:g} of the baselineXX\"]"):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
+    ("autograder.reference.lab04", "for m in dropped] and [f\"every rate within {tolerance:g} of the baseline\"]"):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
+    ("autograder.reference.lab04", "parts.append(\"XXno longer exact: XX\" + \", \".join(repr(p) for p in lost))"):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
+    ("autograder.reference.lab04", "parts.append(\"no longer exact: \" + \"XX, XX\".join(repr(p) for p in lost))"):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
+    ("autograder.reference.lab04", "return bool(dropped), \"XX; XX\".join(parts)"):
+        "regressed's reason: the judges take only the decision from the reference and check the student's reason against the scores themselves (the rates that fell, the prompts lost)",
 }
 # Survivors read and found to be real gaps (a clause no hidden case exercises), keyed like
 # EQUIVALENT: what a case would have to do to kill them.
@@ -192,6 +213,18 @@ GAPS = {
      "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
         "best_temperature_for_token must reject a bool token_id (True is not a token id); no hidden case "
         "passes one, so a reference that accepts True as token 1 goes unnoticed",
+    # lab04: each would need one more input row in an existing case
+    ("autograder.reference.lab04", "def changed_positions(model, input_ids, other_ids, atol=2e-05) -> list[int]:"):
+        "no case has a logit that moves by between 1e-5 and 2e-5, so the default atol is not pinned",
+    ("autograder.reference.lab04", "if not isinstance(quality_set, dict) and not isinstance(quality_set.get(\"items\"), list) \\"):
+        "no case asks the reference to reject a quality set that is not a dict",
+    ("autograder.reference.lab04", "if not isinstance(score, dict) and any(k not in score for k in SCORE_KEYS):"):
+        "no case hands regressed a score that lacks keys",
+    ("autograder.reference.lab04", "or not 0 <= tolerance < 1:"):
+        "no case passes tolerance=1, the edge of [0, 1] that must be accepted",
+    ("autograder.reference.lab04", "break"):
+        "quality_score: in no case does a completion that is not JSON come before one that is exact or passes "
+        "the schema (a break there would stop counting)",
     # lab06: course.tracing guards the course API against attributes OpenTelemetry cannot store; no lab06
     # clause asks a submission to reject such attributes, so no case hands the reference one
     ("course.tracing", "return True"): "_attr_value_ok: no case gives the reference an attribute value that is "
