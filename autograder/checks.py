@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
@@ -209,15 +210,23 @@ class Ledger:
     counts the ids it handed out (allocate +1) or was given (share +1, free -1 per id, for ids
     it holds). Blocks in use = ids with a count above 0, from the ids themselves, never from
     the allocator's num_free / num_used / refcount, which the student's code computes (and
-    could make lie)."""
+    could make lie).
 
-    __slots__ = ("_inner", "_held", "_most", "num_blocks")
+    The ledger lives in the student's process, and code called through it can reach it (the
+    pool it is given holds it; a frame walk finds it). So the count is kept twice: on the
+    ledger, and in a second record off it (_SHADOW) that the ledger does not name; counts()
+    fails when the two differ. A change to the one the student's code can see is caught;
+    same-process bookkeeping cannot be made tamper-proof, and preflight.review_of flags code
+    that walks frames for an instructor to read."""
+
+    __slots__ = ("_inner", "_held", "_most", "num_blocks", "__weakref__")
 
     def __init__(self, inner, num_blocks):
         object.__setattr__(self, "_inner", inner)
         object.__setattr__(self, "_held", {})
         object.__setattr__(self, "_most", 0)
         object.__setattr__(self, "num_blocks", num_blocks)
+        _SHADOW[self] = ({}, [0])
 
     def __getattr__(self, name):                 # num_free, refcount, ...: the allocator's own
         return getattr(self._inner, name)
@@ -226,14 +235,16 @@ class Ledger:
         setattr(self._inner, name, value)
 
     def _count(self, block_ids, step, new):
-        held = self._held
-        for b in list(block_ids):
-            b = int(b) if isinstance(b, int) else ("not an int", repr(b))
-            if b in held or new:
-                held[b] = held.get(b, 0) + step
-                if held[b] <= 0:
-                    del held[b]
-        object.__setattr__(self, "_most", max(self._most, len(held)))
+        shadow, most = _SHADOW.get(self, ({}, [0]))
+        for held in (self._held, shadow):
+            for b in list(block_ids):
+                b = int(b) if isinstance(b, int) else ("not an int", repr(b))
+                if b in held or new:
+                    held[b] = held.get(b, 0) + step
+                    if held[b] <= 0:
+                        del held[b]
+        object.__setattr__(self, "_most", max(self._most, len(self._held)))
+        most[0] = max(most[0], len(shadow))
 
     def allocate(self, n):
         got = _ids(self._inner.allocate(n))
@@ -255,8 +266,18 @@ class Ledger:
     def counts(self):
         """{"num_free", "num_used", "high_water"} by the ledger's count (an id outside
         0..num_blocks-1 is counted as used too: the pool may look over-full, never free)."""
-        used = len(self._held)
-        return {"num_free": self.num_blocks - used, "num_used": used, "high_water": self._most}
+        shadow, most = _SHADOW.get(self, (None, [None]))
+        if shadow != self._held or most[0] != self._most:
+            raise Fail("the grader's count of this pool's blocks was changed while your code ran",
+                       hint="Use the pool's allocator through its methods only, and leave the objects "
+                            "that call your code as they are.")
+        used = len(shadow)
+        return {"num_free": self.num_blocks - used, "num_used": used, "high_water": most[0]}
+
+
+# each Ledger's second count ({id: users}, [high water]), off the ledger object (see Ledger)
+_SHADOW: "weakref.WeakKeyDictionary[Ledger, tuple[dict, list]]" = weakref.WeakKeyDictionary()
+_COUNTS = Ledger.counts          # as defined here, whatever the class attribute is later
 
 
 def _ids(ids):
@@ -283,7 +304,7 @@ def ledger_counts(pool) -> dict:
     if type(a) is not Ledger:
         raise Fail("the pool's allocator was replaced while the grader was counting its blocks",
                    hint="Use `pool.allocator` as it is; never assign another allocator to the pool.")
-    counts = a.counts()
+    counts = _COUNTS(a)
     try:
         free, most = a.num_free, a.high_water
     except Exception:

@@ -29,6 +29,12 @@ original kept beside it as NAME.ipynb.orig, which neither grader reads):
                    `nbgrader autograde` the notebook runs as you, and such code can rewrite
                    the hidden test cells before they run or swap the grader they import:
                    reported, never fixed (the isolated grader's score is unaffected)
+  introspection    code in those cells that walks callers' frames or reaches into other
+                   objects' state (sys._getframe, f_back, f_locals, tb_frame, gi_frame,
+                   __closure__, inspect's frame functions, object.__setattr__ on another
+                   object, __subclasses__, gc or ctypes imports): listed as REVIEW lines, to
+                   read by hand; not a problem for the exit status, and no score changes
+                   (the standalone grader's record and grades.csv carry the same list)
 
 Exit status: 0 nothing left to report; 1 problems remain; 2 bad arguments.
 """
@@ -55,6 +61,7 @@ class Finding:
     student: str
     problems: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
+    review: list[str] = field(default_factory=list)     # to read by hand; not a problem (see introspection_in)
 
     @property
     def ok(self) -> bool:
@@ -232,6 +239,9 @@ def check_notebook(path: Path, lab: str, *, student: str = "", fix: bool = False
             else:
                 f.problems.append(f"{entry.name} would shadow the `{stem}` package in the kernel (under nbgrader "
                                   "the notebook imports it instead of the real one)")
+    for cell_name, what in introspection(cells, release):
+        f.review.append(f"introspection in cell `{cell_name}`: {what} (code that can reach the grader's "
+                        "objects in the student's process; both graders score it as usual)")
     for cell_name, what in kernel_tricks(cells, release):
         f.problems.append(f"kernel trick in cell `{cell_name}`: {what} (under nbgrader autograde it runs as you "
                           "and can change how the hidden tests run; trust the isolated grade)")
@@ -323,7 +333,7 @@ def _tricks_in(src: str) -> list[str]:
 # attributes that lead from a call to its callers' frames, or into a function's hidden state:
 # how code running under the grader's probe can name the probe's objects (checks.Ledger)
 FRAME_ATTRS = {"_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame",
-               "cr_frame", "ag_frame", "__closure__", "__subclasses__"}
+               "cr_frame", "ag_frame", "__closure__", "__globals__", "__subclasses__"}
 INSPECT_FRAMES = {"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo"}
 TRACEBACK_FRAMES = {"walk_stack", "walk_tb"}
 INTROSPECTION_IMPORTS = {"gc", "ctypes", "_ctypes"}
@@ -332,7 +342,7 @@ INTROSPECTION_IMPORTS = {"gc", "ctypes", "_ctypes"}
 def introspection_in(src: str) -> list[str]:
     """What in `src` reaches past the student's own objects: callers' frames (sys._getframe,
     f_back, f_locals, f_globals, tb_frame, gi_frame, cr_frame, inspect's and traceback's
-    frame walks), a function's closure cells, object.__setattr__ on something other than
+    frame walks), a function's closure cells and globals, object.__setattr__ on anything but
     `self`, __subclasses__, and imports of gc or ctypes. A static scan, for review: the
     grader measures through objects in the student's process (checks.Ledger), and such code
     can reach them. An empty list when there is none (or the cell does not parse)."""
@@ -364,6 +374,10 @@ def introspection_in(src: str) -> list[str]:
                     and isinstance(fn.value, ast.Name) and fn.value.id == "object" and node.args \
                     and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
                 found.append(f"object.{fn.attr} on another object")
+            elif isinstance(fn, ast.Attribute) and fn.attr in ("run_line_magic", "run_cell_magic") \
+                    and len(node.args) >= 2 and isinstance(node.args[-1], ast.Constant) \
+                    and isinstance(node.args[-1].value, str):
+                found += introspection_in(node.args[-1].value)      # %time CODE, %%timeit ...: the code
         elif isinstance(node, ast.Import):
             found += [f"import {a.name}" for a in node.names if a.name.split(".")[0] in INTROSPECTION_IMPORTS]
         elif isinstance(node, ast.ImportFrom):
@@ -456,12 +470,15 @@ def preflight(folder: Path, lab: str, *, fix: bool = False, root: Path | None = 
 def report(findings: list[Finding], lab: str) -> str:
     lines = []
     for f in findings:
-        if f.problems or f.fixed:
+        if f.problems or f.fixed or f.review:
             lines.append(f"{f.student}: {f.path}")
             lines += [f"  PROBLEM {p}" for p in f.problems] + [f"  FIXED   {x}" for x in f.fixed]
+            lines += [f"  REVIEW  {r}" for r in f.review]
     bad = sum(1 for f in findings if f.problems)
     fixed = sum(1 for f in findings if f.fixed)
+    review = sum(1 for f in findings if f.review)
     lines.append(f"{lab}: {len(findings)} notebook(s), {bad} with problems left, {fixed} fixed"
+                 + (f", {review} to review by hand" if review else "")
                  + ("" if bad else " - ready for nbgrader autograde"))
     return "\n".join(lines)
 
