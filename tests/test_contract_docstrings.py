@@ -45,10 +45,17 @@ def test_docstrings_state_contracts_not_numbered_steps(lab, edition):
     assert not found, "move the step list into the hints under the exercise:\n" + "\n".join(found)
 
 
-def test_the_steps_moved_into_collapsed_hints():
-    for lab, cell_id in (("lab05", "pressure_md"), ("lab07", "exercise-schedule-md")):
-        nb = json.loads((ROOT / "solutions" / lab / f"{lab}.ipynb").read_text(encoding="utf-8"))
-        text = "".join(next(c for c in nb["cells"] if c.get("id") == cell_id)["source"])
-        hints = re.findall(r"<details><summary>Hint (\d): ", text)
-        assert hints == ["1", "2", "3"], f"{lab} {cell_id}: hints {hints}, want a nudge, a plan and pseudocode"
-        assert text.count("</details>") == 3
+HINTED = [("lab05", "pressure_md"), ("lab07", "exercise-schedule-md"), ("lab07", "exercise-run-batch-md"),
+          ("lab07", "exercise-advance-md"), ("lab07", "exercise-finish-md"), ("lab07", "evidence-md")]
+HINT = {"": r"<details><summary>Hint (\d): ", "zh": r"<details><summary>提示 (\d)："}
+
+
+@pytest.mark.parametrize("edition", ["", "zh"])
+@pytest.mark.parametrize("lab, cell_id", HINTED)
+def test_the_steps_moved_into_collapsed_hints(lab, cell_id, edition):
+    path = ROOT / "labs" / edition / lab / f"{lab}.ipynb" if edition else ROOT / "solutions" / lab / f"{lab}.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    text = "".join(next(c for c in nb["cells"] if c.get("id") == cell_id)["source"])
+    hints = re.findall(HINT[edition], text)
+    assert hints == ["1", "2", "3"], f"{lab} {cell_id}: hints {hints}, want a nudge, a plan and pseudocode"
+    assert text.count("</details>") == 3
