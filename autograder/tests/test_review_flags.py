@@ -98,7 +98,13 @@ def test_the_frame_walk_attack_is_flagged_in_record_csv_and_preflight(tmp_path):
     review = preflight.review_of(sub)
     assert review and all(r.startswith("cell `") for r in review)
     assert any("sys._getframe" in r and "f_locals" in r for r in review), review
-    # the record carries it, the class CSV has a column for it (empty for a clean record)
+    # the record carries it, with the score the grading gave
+    from types import SimpleNamespace
+    graded = SimpleNamespace(lab="lab05", harness_error=None, score=3.0, max_score=4.0, problems=[], tests=[],
+                             output="", restarts=0, seconds=1.0, sandbox="test")
+    rec = reports.record("bob", sub, graded, version="v")
+    assert rec["review"] == review and rec["score"] == 3.0
+    # the class CSV has a column for it (empty for a clean record)
     clean = {"student": "ada", "lab": "lab05", "score": 3.0, "max_score": 4.0, "tests": [], "status": "graded",
              "grader_version": "v", "review": []}
     flagged = dict(clean, student="bob", review=review)
@@ -114,6 +120,13 @@ def test_the_frame_walk_attack_is_flagged_in_record_csv_and_preflight(tmp_path):
     assert f.review and not any("introspection" in p for p in f.problems), (f.review, f.problems)
     text = preflight.report([f], "lab05")
     assert "REVIEW  introspection in cell" in text and "1 to review by hand" in text
+
+
+def test_the_batch_summary_names_the_students_to_review(tmp_path):
+    from autograder.batch import Summary
+    s = Summary("lab05", tmp_path, review={"bob": ["cell `x`: sys._getframe"]})
+    assert "1 student(s) to review by hand" in s.line() and s.line().endswith("bob")
+    assert "review" not in Summary("lab05", tmp_path).line()
 
 
 def test_an_honest_submission_has_no_review(tmp_path):
