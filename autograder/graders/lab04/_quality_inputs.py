@@ -47,30 +47,35 @@ README_COMPLETIONS = [
     '{"tool": "get_time", "args": {"city": "Toronto"}}',
 ]
 
-# quality_score: case -> (quality set, completions)
+# quality_score: case -> [(quality set, completions), ...] (one row each, judged in turn)
 QUALITY = {
-    "hand_checked_completions": ("small", {
+    "hand_checked_completions": [("small", {
         PARIS: '{"tool": "get_weather", "args": {"city": "Paris", "unit": "celsius"}}',             # exact
         USD: '{"tool": "convert_currency", "args": {"amount": 133, "from": "GBP", "to": "EUR"}}',  # valid, wrong
         TIMER: '{"tool": "set_timer", "args": {"minutes": 1',                                     # cut off
         TIMES: '{"tool": "calculator", "args": {"expr": "12 * 7"}}',                               # not the schema
-    }),
-    "key_order_and_spaces_do_not_matter": ("small", {
+    })],
+    "key_order_and_spaces_do_not_matter": [("small", {
         PARIS: '{"args": {"unit": "celsius", "city": "Paris"}, "tool": "get_weather"}',
         USD: ' {"tool":"convert_currency","args":{"amount":250,"from":"USD","to":"EUR"}}\n',
         TIMER: '{"tool": "set_timer", "args": {"minutes": 51}}',
         TIMES: '{"tool": "calculator", "args": {"expression": "12*7"}}',
-    }),
-    "tiny_model_readme_completions": ("full", dict(zip(P, README_COMPLETIONS))),
-    "json_that_is_not_one_call": ("small", {
+    })],
+    "tiny_model_readme_completions": [("full", dict(zip(P, README_COMPLETIONS)))],
+    "json_that_is_not_one_call": [("small", {
         PARIS: '"get_weather"',
         USD: '[{"tool": "convert_currency", "args": {"amount": 250, "from": "USD", "to": "EUR"}}]',
         TIMER: "null",
         TIMES: '{"tool": "calculator", "args": {"expression": "12 * 7"}} {"tool"',
-    }),
+    }), ("small", {                                  # the first text is not JSON: the items after it still count
+        PARIS: '{"tool": "get_weather", "args": {"city": "Par',                                   # cut off
+        USD: '{"tool": "convert_currency", "args": {"amount": 250, "from": "USD", "to": "EUR"}}',  # exact
+        TIMER: '{"tool": "set_timer", "args": {"minutes": 11}}',                                  # valid, wrong
+        TIMES: '"12 * 7"',                                                                         # not a call
+    })],
 }
 
-_RIGHT = {PARIS: QUALITY["key_order_and_spaces_do_not_matter"][1][PARIS], USD: README_COMPLETIONS[6],
+_RIGHT = {PARIS: QUALITY["key_order_and_spaces_do_not_matter"][0][1][PARIS], USD: README_COMPLETIONS[6],
           TIMER: README_COMPLETIONS[8], TIMES: README_COMPLETIONS[10]}
 
 # quality_score rejections: case -> [(param, shown value or None, quality set, completions)]
@@ -79,7 +84,7 @@ QUALITY_BAD = {
     "rejects_unknown_prompt": [("completions", ROME, "small", {**_RIGHT, ROME: README_COMPLETIONS[0]})],
     "rejects_bad_completions": [("completions", None, "small", {**_RIGHT, USD: None}),
                                 ("completions", None, "small", list(_RIGHT.values()))],
-    "rejects_empty_quality_set": [("quality_set", None, "empty", {})],
+    "rejects_empty_quality_set": [("quality_set", None, "empty", {}), ("quality_set", None, "no_items", {})],
 }
 
 
@@ -91,14 +96,16 @@ def _score(exact_idx, schema_pass_count, n=16) -> dict:
 README_EXACT = (0, 1, 2, 3, 4, 5, 12, 13, 14, 15)
 _BASE = _score(README_EXACT, 16)
 
-# regressed: case -> (baseline, candidate, tolerance)
+# regressed: case -> [(baseline, candidate, tolerance), ...] (one row each, judged in turn)
 REGRESS = {
-    "drop_beyond_tolerance_regresses": (_BASE, _score(set(README_EXACT) - {12, 13}, 16), 0.0625),
-    "drop_equal_to_tolerance_is_allowed": (_BASE, _score(set(README_EXACT) - {4}, 16), 0.0625),
-    "absolute_not_relative_drop": (_score((0, 1, 2, 3), 16), _score((0, 1, 2), 16), 0.1),
-    "schema_pass_drop_regresses": (_BASE, _score(README_EXACT, 14), 0.0625),
-    "lost_prompts_listed_within_tolerance": (_BASE, _score(set(README_EXACT) - {0} | {6}, 16), 0.0),
-    "improvement_never_regresses": (_score(set(README_EXACT) - {12, 13}, 14), _BASE, 0.0),
+    "drop_beyond_tolerance_regresses": [(_BASE, _score(set(README_EXACT) - {12, 13}, 16), 0.0625)],
+    "drop_equal_to_tolerance_is_allowed": [(_BASE, _score(set(README_EXACT) - {4}, 16), 0.0625),
+                                           # tolerance 1 is in [0, 1]: even a fall from every prompt to none
+                                           (_score(range(4), 4, n=4), _score((), 0, n=4), 1.0)],
+    "absolute_not_relative_drop": [(_score((0, 1, 2, 3), 16), _score((0, 1, 2), 16), 0.1)],
+    "schema_pass_drop_regresses": [(_BASE, _score(README_EXACT, 14), 0.0625)],
+    "lost_prompts_listed_within_tolerance": [(_BASE, _score(set(README_EXACT) - {0} | {6}, 16), 0.0)],
+    "improvement_never_regresses": [(_score(set(README_EXACT) - {12, 13}, 14), _BASE, 0.0)],
 }
 
 # regressed rejections: case -> [(param, shown value, baseline, candidate, tolerance)]
@@ -111,4 +118,6 @@ REGRESS_BAD = {
 def _quality_set(name):
     if name == "empty":
         return {"schema": _full_set()["schema"], "items": []}
+    if name == "no_items":                     # a set with its "items" key left out
+        return {"schema": _full_set()["schema"]}
     return QUALITY_SETS[name]()

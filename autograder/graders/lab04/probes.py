@@ -268,10 +268,11 @@ def _recorded_unchanged(fn, args: tuple, kwargs: dict | None = None) -> dict:
     return rec
 
 
-def quality(ns, key: str) -> dict:
-    """quality_score on the QUALITY[key] completions."""
-    name, completions = QUALITY[key]
-    return _recorded_unchanged(function(ns, "quality_score"), (copy.deepcopy(completions), _quality_set(name)))
+def quality(ns, key: str) -> list:
+    """quality_score on each row of QUALITY[key], one record per row."""
+    fn = function(ns, "quality_score")
+    return [_recorded_unchanged(fn, (copy.deepcopy(completions), _quality_set(name)))
+            for name, completions in QUALITY[key]]
 
 
 def quality_rejects(ns, key: str) -> list:
@@ -285,11 +286,12 @@ def _regressed_record(rec: dict) -> dict:
     return rec
 
 
-def regress(ns, key: str) -> dict:
-    """regressed(baseline, candidate, tolerance=...) on REGRESS[key]; `kind` is the result's type name."""
-    baseline, candidate, tolerance = copy.deepcopy(REGRESS[key])
-    return _regressed_record(_recorded_unchanged(function(ns, "regressed"), (baseline, candidate),
-                                                 {"tolerance": tolerance}))
+def regress(ns, key: str) -> list:
+    """regressed(baseline, candidate, tolerance=...) on each row of REGRESS[key], one record per row;
+    `kind` is the result's type name."""
+    fn = function(ns, "regressed")
+    return [_regressed_record(_recorded_unchanged(fn, (baseline, candidate), {"tolerance": tolerance}))
+            for baseline, candidate, tolerance in copy.deepcopy(REGRESS[key])]
 
 
 def regress_rejects(ns, key: str) -> list:

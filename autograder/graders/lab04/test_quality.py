@@ -53,19 +53,20 @@ def _score(rec, call, expected):
 ])
 def test_quality_score(observation, key, hint):
     """n, the exact and schema-pass rates, and the exact prompts in the set's order; inputs unchanged."""
-    name, completions = QUALITY[key]
-    call = f"quality_score(<{len(completions)} completions: {key}>, <{name} quality set>)"
-    expected = ref.quality_score(completions, _quality_set(name))
-    got = _score(observation, call, expected)
-    for k in ("n", "exact", "schema_pass"):
-        if type(got[k]) is bool or not (got[k] == expected[k] if k == "n" else close(got[k], expected[k])):
-            raise Fail(f"`{k}` of {call} is wrong", expected=expected[k], got=got[k], hint=hint)
-    if got["exact_prompts"] != expected["exact_prompts"]:
-        raise Fail(f"`exact_prompts` of {call} is wrong", expected=expected["exact_prompts"], got=got["exact_prompts"],
-                   hint="List the prompts whose completion is exact, in the order of quality_set['items'].")
-    if not observation.get("unchanged", True):
-        raise Fail(f"{call} changed the completions or the quality set it was given",
-                   hint="Read the inputs; never modify them (they are the fixed set every candidate is scored on).")
+    for (name, completions), rec in zip(QUALITY[key], observation):
+        call = f"quality_score(<{len(completions)} completions: {key}>, <{name} quality set>)"
+        expected = ref.quality_score(completions, _quality_set(name))
+        got = _score(rec, call, expected)
+        for k in ("n", "exact", "schema_pass"):
+            if type(got[k]) is bool or not (got[k] == expected[k] if k == "n" else close(got[k], expected[k])):
+                raise Fail(f"`{k}` of {call} is wrong", expected=expected[k], got=got[k], hint=hint)
+        if got["exact_prompts"] != expected["exact_prompts"]:
+            raise Fail(f"`exact_prompts` of {call} is wrong", expected=expected["exact_prompts"],
+                       got=got["exact_prompts"],
+                       hint="List the prompts whose completion is exact, in the order of quality_set['items'].")
+        if not rec.get("unchanged", True):
+            raise Fail(f"{call} changed the completions or the quality set it was given",
+                       hint="Read the inputs; never modify them (they are the fixed set every candidate is scored on).")
 
 
 @SCORE_CELL
@@ -116,11 +117,15 @@ def _listed(prompt: str, reason: str) -> bool:
 def test_regressed(observation, key, hint):
     """(regressed, reason): the decision by absolute drop per rate, the reason naming each rate that dropped too
     far and listing every prompt the candidate lost."""
-    baseline, candidate, tolerance = REGRESS[key]
+    for (baseline, candidate, tolerance), rec in zip(REGRESS[key], observation):
+        _judge_regressed(rec, key, hint, baseline, candidate, tolerance)
+
+
+def _judge_regressed(rec, key, hint, baseline, candidate, tolerance):
     call = f"regressed(baseline, candidate, tolerance={tolerance!r}) on {key}"
     decision, _ = expected = ref.regressed(baseline, candidate, tolerance=tolerance)
-    got = result_of(observation, call, expected=list(expected))
-    if observation.get("kind") not in ("tuple", "list") or len(got) != 2 or type(got[0]) is not bool \
+    got = result_of(rec, call, expected=list(expected))
+    if rec.get("kind") not in ("tuple", "list") or len(got) != 2 or type(got[0]) is not bool \
             or not isinstance(got[1], str):
         raise Fail(f"{call} should return a pair (bool, str)", expected=list(expected), got=got,
                    hint="Return a tuple: (True or False, a sentence saying why).")
@@ -139,7 +144,7 @@ def test_regressed(observation, key, hint):
                    got=reason, hint="Equal rates can hide a swap: list every prompt that is in the baseline's "
                                     "exact_prompts and not in the candidate's, even when the decision is no "
                                     "regression.")
-    if not observation.get("unchanged", True):
+    if not rec.get("unchanged", True):
         raise Fail(f"{call} changed a score it was given", hint="Read the scores; never modify them.")
 
 
