@@ -13,7 +13,9 @@ to the lab's unsolved release (the stub):
            before the grade, as code run by `nbgrader autograde` could write them: a
            full-marks record for the stub signed with the record key the grader once kept
            in the instructor's home, and one for a student who is not in the batch
-    lab05  a leaking run_request told truthfully and with an allocator that lies about it,
+    lab05  a leaking run_request told truthfully, with an allocator that lies about it, and
+           with one that also finds the grader's ledger on the stack and edits it
+           (measures/lab05_ledger_frame_walk),
            one-line wrappers around the course's own answers (measures/lab05_answer_wrapper),
            a function that asks the grader on its stack what it expects
            (measures/lab05_stack_judge), and a walk over the child's whole memory
@@ -53,7 +55,8 @@ MEASURES = Path(measures.__file__).resolve().parent
 
 LAB00 = ("honest", "answer_modules", "frame_walk", "read_reference", "fake_passed", "monkeypatch",
          "huge_result", "huge_raw_write")
-LAB05 = ("lab05_leak", "lab05_leak_lying_allocator", "lab05_answer_wrapper", "lab05_stack_judge", "lab05_memscan")
+LAB05 = ("lab05_leak", "lab05_leak_lying_allocator", "lab05_ledger_frame_walk", "lab05_answer_wrapper",
+         "lab05_stack_judge", "lab05_memscan")
 LAB07 = ("lab07_leak", "lab07_leak_lying_property")
 LIMITS = {   # per lab: roomy, the machine running the e2e tier is often busy
     "lab00": ["--timeout", "120", "--test-timeout", "30", "--case-timeout", "15", "--cell-timeout", "30"],
@@ -236,6 +239,7 @@ def _check_lab00(recs: dict, out: Path, subs: dict) -> None:
 def _check_lab05(recs: dict) -> None:
     leak, lying, names = CASES["lab05"]
     _check_lie(recs, leak, lying, names, "lab05")
+    _check_lie(recs, leak, "lab05_ledger_frame_walk", names, "lab05")
     stub = recs["stub"]
     for name in ("lab05_answer_wrapper", "lab05_stack_judge"):
         exp = adversarial.expectations(MEASURES / f"{name}.py")
