@@ -756,9 +756,13 @@ def _engine_process(conn, spec: EngineProcess) -> None:
     """The child of ProcessEngineLoop: build the engine, then run commands and steps,
     blocking for a command only when nothing is left to step."""
     import pickle
+    import signal
 
     import torch
 
+    # Ctrl-C at a terminal reaches the whole process group: the server stops this process
+    # itself (a "stop" command, or the end of the pipe when it is gone).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if spec.threads is not None:
         torch.set_num_threads(spec.threads)
     try:
