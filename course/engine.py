@@ -358,7 +358,9 @@ class Engine:
     def _stage(self, req: _Request, stage: str, at: float) -> None:
         if req.stage != stage:
             req.stage = stage
-            self._trace("start_stage", req.id, stage, at=at)
+            # a prefill's span carries the tokens it feeds: the prompt, and for a recompute the tokens too
+            fed = {"gen_ai.usage.input_tokens": len(req.ids)} if stage == "prefill" else None
+            self._trace("start_stage", req.id, stage, at=at, attributes=fed)
 
     def _trace(self, method: str, *args, **kwargs) -> None:
         if self.tracer is not None:

@@ -25,6 +25,13 @@ Span tree of one request (one trace per request):
     └── side_effect                  e.g. the tool call itself
     events on the root: "token" (one per output token, at the time it was chosen)
 
+Tokens per segment (RequestTracer): each stage span ends with gen_ai.usage.output_tokens,
+the tokens recorded while it was open (a prefill's is its first token, chosen at its end;
+a decode's are the rest), and a stage may be opened with attributes of its own, e.g. the
+prompt tokens a prefill feeds as gen_ai.usage.input_tokens (a recompute after preemption
+feeds prompt and generated tokens again). spans_from_events replays an event log, which
+records no such counts, and leaves them out.
+
 Names follow the OpenTelemetry GenAI semantic conventions where they exist: the root
 span is named "{gen_ai.operation.name} {gen_ai.request.model}", with the operation one of
 the conventions' values, "text_completion" (OpenAI's completions API, the default) or
@@ -140,22 +147,29 @@ def _finish_name(finish_reason) -> str:
 # ---------------------------------------------------------------- recording spans
 
 class _Request:
-    __slots__ = ("root", "stage", "stage_name", "last", "tokens", "arrival")
+    __slots__ = ("root", "stage", "stage_name", "last", "tokens", "arrival", "stage_first")
 
     def __init__(self, root, arrival):
         self.root, self.stage, self.stage_name = root, None, None
         self.last = arrival          # the latest time recorded for this request (s)
         self.tokens = 0
+        self.stage_first = 0         # self.tokens when the open stage began
         self.arrival = arrival
 
 
 class _Recorder:
     """Open spans per request on an OpenTelemetry tracer; every time is given explicitly."""
 
-    def __init__(self, tracer):
+    def __init__(self, tracer, stage_tokens: bool = False):
         self.tracer = tracer
+        self.stage_tokens = stage_tokens     # end each stage span with its gen_ai.usage.output_tokens
         self.open: dict[str, _Request] = {}
         self.done: set[str] = set()
+
+    def _end_stage(self, req: _Request, end_ns: int) -> None:
+        if self.stage_tokens:
+            req.stage.set_attribute("gen_ai.usage.output_tokens", req.tokens - req.stage_first)
+        req.stage.end(end_time=end_ns)
 
     def _get(self, request_id) -> _Request:
         check_type("request_id", request_id, str, "a request id string")
@@ -194,17 +208,19 @@ class _Recorder:
         self.open[request_id] = req
         self.start_stage(request_id, "queue", arrival_time)
 
-    def start_stage(self, request_id, stage, at):
+    def start_stage(self, request_id, stage, at, attributes=None):
         from opentelemetry import trace
 
         req = self._get(request_id)
         check_choice("stage", stage, STAGES)
+        attrs = _check_attributes("attributes", attributes)
         at = self._advance(req, at)
         if req.stage is not None:
-            req.stage.end(end_time=to_ns(at))
+            self._end_stage(req, to_ns(at))
         req.stage = self.tracer.start_span(stage, context=trace.set_span_in_context(req.root),
-                                           start_time=to_ns(at))
+                                           attributes=attrs or None, start_time=to_ns(at))
         req.stage_name = stage
+        req.stage_first = req.tokens
 
     def token(self, request_id, at):
         req = self._get(request_id)
@@ -223,7 +239,7 @@ class _Recorder:
         if req.stage is not None:
             if reason == "error":
                 req.stage.set_status(Status(StatusCode.ERROR, "the request failed during this stage"))
-            req.stage.end(end_time=end)
+            self._end_stage(req, end)
         req.root.set_attributes({"gen_ai.response.finish_reasons": (reason,),
                                  "gen_ai.usage.output_tokens": req.tokens, **extra})
         if reason in _CUT_OFF:
@@ -266,7 +282,7 @@ class RequestTracer:
         self.provider = tracer_provider
         self.exporter = InMemorySpanExporter()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self._rec = _Recorder(tracer_provider.get_tracer("course.tracing"))
+        self._rec = _Recorder(tracer_provider.get_tracer("course.tracing"), stage_tokens=True)
         self._counters: list[dict] = []
 
     def _now(self, at):
@@ -279,9 +295,14 @@ class RequestTracer:
         operation: gen_ai.operation.name, "text_completion" (default) or "chat"."""
         self._rec.start_request(request_id, self.model, arrival_time, attributes, operation)
 
-    def start_stage(self, request_id: str, stage: str, at: float | None = None) -> None:
-        """End the request's open stage span and open `stage` (one of STAGES) at `at` (default: now)."""
-        self._rec.start_stage(request_id, stage, self._now(at))
+    def start_stage(self, request_id: str, stage: str, at: float | None = None,
+                    attributes: dict | None = None) -> None:
+        """End the request's open stage span and open `stage` (one of STAGES) at `at` (default: now).
+
+        The span that ends gets gen_ai.usage.output_tokens: the tokens recorded while it was
+        open. attributes: set on the new stage span, e.g. {"gen_ai.usage.input_tokens": 12}
+        for a prefill that feeds 12 tokens."""
+        self._rec.start_stage(request_id, stage, self._now(at), attributes)
 
     def token(self, request_id: str, at: float | None = None) -> None:
         """Record one output token (a "token" event on the root span) at `at` (default: now)."""

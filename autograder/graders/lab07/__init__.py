@@ -61,6 +61,9 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   |   makespan <= 1.10x, P95 TTFT <= 1.25x the reference | p95_ttft_within_margin_of_the_reference          |
   |   engine's, times replayed from the Watch's log      |                                                  |
   | spans: queue, prefill, decode; tokens; endings      | stages_per_request, ttft_tpot_queue_per_request  |
+  | tokens per segment: a prefill's span has the tokens | tokens_per_segment                               |
+  |   it feeds (all of ids) and its first token; decode |                                                  |
+  |   the rest (the token is recorded before `decode`)  |                                                  |
   | counters per step: batch_size, kv_blocks_in_use     | counters_per_step                                |
   | QueueFull, RequestRefused, ValueError(prompt_ids)   | queue_full, refuses_what_never_fits, rejects_..  |
   | refused exactly when it cannot run alone (P+M-1)    | refuses_what_never_fits                          |

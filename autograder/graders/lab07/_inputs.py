@@ -281,9 +281,12 @@ def _span_data(tracer, names):
     for rid, spans in group_by_request(tracer.finished_spans()).items():
         root = next(s for s in spans if s.parent is None)
         m = request_metrics(spans)
+        stages = sorted((s for s in spans if s.parent is not None), key=lambda s: (s.start_time, s.end_time))
         out[names.get(rid, rid)] = {
-            "stages": [s.name for s in sorted((s for s in spans if s.parent is not None),
-                                              key=lambda s: (s.start_time, s.end_time))],
+            "stages": [s.name for s in stages],
+            # tokens per segment: [stage, tokens it fed (prefill), tokens chosen while it was open]
+            "segments": [[s.name, (s.attributes or {}).get("gen_ai.usage.input_tokens"),
+                          (s.attributes or {}).get("gen_ai.usage.output_tokens")] for s in stages],
             "metrics": {k: m[k] for k in ("queue", "prefill", "ttft", "tpot", "e2e", "output_tokens")},
             "finish": list(root.attributes.get("gen_ai.response.finish_reasons", ()))}
     counters = {}

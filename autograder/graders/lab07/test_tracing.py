@@ -18,6 +18,11 @@ SPAN_HINT = ("start_request at arrival (it opens `queue`), start_stage 'prefill'
 PREEMPT_SPAN_HINT = ("When schedule() preempts a request, open its `queue` stage again (engine.stage(req, 'queue', "
                      "clock())): it waits once more, then gets `prefill` and `decode` again when readmitted.")
 
+SEGMENT_HINT = ("Tokens per segment: record a token (engine.trace('token', ...)) before its request's `decode` stage "
+                "opens, so a prefill's span counts its first token and the decode's span the rest; a prefill's span "
+                "carries the tokens it feeds (engine.stage(req, 'prefill', ...) sets them: all of req.ids, a "
+                "recompute's generated tokens too).")
+
 
 def spans(obs) -> dict:
     """The spans part of a traced run: {"requests": {name: ...}, "open": [...], "counters": {...}}."""
@@ -40,10 +45,12 @@ def _number(v) -> bool:
     case("ttft_tpot_queue_per_request", "metrics", "spans", probe=("trace", "spans"), points=2),
     case("finish_reasons_on_spans", "finish", "spans", probe=("trace", "spans")),
     case("preempted_request_reopens_queue", "stages", "spans_preempt", probe=("trace", "spans_preempt")),
+    case("tokens_per_segment", "segments", "spans_preempt", probe=("trace", "spans_preempt")),
 ])
 def test_request_spans(observation, key, trace):
     """No span left open; each request's stages, metrics from its spans, and finish reasons as the
-    reference's; a preempted request's stages go back to `queue`, then `prefill` and `decode` again."""
+    reference's; a preempted request's stages go back to `queue`, then `prefill` and `decode` again;
+    each stage's tokens (fed by a prefill, chosen while it was open) as the reference's."""
     with one_thread():
         got, want = spans(observation), expected(trace)["spans"]
         if got["open"]:
@@ -62,7 +69,8 @@ def test_request_spans(observation, key, trace):
                                    hint=SPAN_HINT)
             elif g.get(key) != w[key]:
                 raise Fail(f"request {name!r}: `{key}` of its spans differ", expected=w[key], got=g.get(key),
-                           hint=PREEMPT_SPAN_HINT if trace == "spans_preempt" else SPAN_HINT)
+                           hint=SEGMENT_HINT if key == "segments"
+                           else PREEMPT_SPAN_HINT if trace == "spans_preempt" else SPAN_HINT)
 
 
 @pytest.mark.probe("trace", "spans")

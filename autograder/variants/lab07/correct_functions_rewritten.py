@@ -120,10 +120,12 @@ class Engine:
         return {"prompt_tokens": len(req.prompt), "completion_tokens": len(req.tokens)}
 
     def stage(self, req, stage, at):
-        """Open span `stage` ("queue", "prefill", "decode") for req, unless it is open already."""
+        """Open span `stage` ("queue", "prefill", "decode") for req, unless it is open already;
+        a prefill's span records the tokens it feeds."""
         if req.stage != stage:
             req.stage = stage
-            self.trace("start_stage", req.id, stage, at=at)
+            fed = {"gen_ai.usage.input_tokens": len(req.ids)} if stage == "prefill" else None
+            self.trace("start_stage", req.id, stage, at=at, attributes=fed)
 
     def trace(self, method, *args, **kwargs):
         """tracer.method(*args, **kwargs), or nothing without a tracer."""
