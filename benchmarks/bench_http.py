@@ -246,7 +246,7 @@ def plot(direct: dict, paths: dict, path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     labels = ["TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"]
     keys = ["ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"]
     series = {"engine directly": direct, **paths}
@@ -262,7 +262,7 @@ def plot(direct: dict, paths: dict, path: Path, title: str) -> None:
     b.bar(range(len(series)), [s["tokens_per_s"] for s in series.values()], color=[f"C{j}" for j in range(len(series))])
     b.set_xticks(list(range(len(series))), [n.replace(", stream-interval ", "\ninterval ").replace(", engine ", "\n")
                                             .replace(" directly", "\ndirectly")
-                                            for n in series], fontsize=7)
+                                            for n in series], fontsize=6, rotation=90)
     b.set_ylabel("generated tokens / s (median round)")
     b.set_title("throughput")
     fig.suptitle(title, fontsize=9)
