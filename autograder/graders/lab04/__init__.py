@@ -19,6 +19,7 @@ changed_positions(model, input_ids, other_ids, atol=1e-5)
   | every position whose logits row differs            | tiny_model_change_middle_token, change_last_token  |
   | compares logits, not the argmax                    | non_causal_model_changes_everywhere                |
   | `> atol` is strict, and atol is honoured           | atol_is_a_strict_bound                             |
+  | atol defaults to 1e-5 (rows 9e-6 / 1.1e-5 apart)   | default_atol_when_none_is_passed                   |
   | [] when nothing changes (atol=0.0 is valid)        | identical_inputs_change_nothing                    |
   | ValueError naming `other_ids` on a shape mismatch  | rejects_mismatched_shapes                          |
   | ValueError naming input_ids / other_ids (not (1, T)| rejects_bad_ids_and_atol                           |
@@ -64,15 +65,17 @@ quality_score(completions, quality_set)
   | schema_pass: every parsed value that validates,    | hand_checked_completions,                          |
   |   exact or not                                     | tiny_model_readme_completions                      |
   | text json.loads rejects, and JSON that is not a    | json_that_is_not_one_call                          |
-  |   call object, count as neither                    |                                                    |
+  |   call object, count as neither (and the items     |                                                    |
+  |   after such a text still count)                   |                                                    |
   | exact_prompts in the set's order; n; inputs        | every value case                                   |
   |   unchanged                                        |                                                    |
   | ValueError naming `completions`: a prompt missing, | rejects_missing_prompt, rejects_unknown_prompt,    |
   |   one not in the set, a non-str text, not a dict   | rejects_bad_completions                            |
-  | ValueError naming `quality_set` (no items)         | rejects_empty_quality_set                          |
+  | ValueError naming `quality_set` (no items: an      | rejects_empty_quality_set                          |
+  |   empty list, or the key left out)                 |                                                    |
 regressed(baseline, candidate, *, tolerance)
   | regressed when a rate drops by MORE than tolerance | drop_beyond_tolerance_regresses,                   |
-  |   (exactly tolerance is allowed)                   | drop_equal_to_tolerance_is_allowed                 |
+  |   (exactly tolerance is allowed, also at 1)        | drop_equal_to_tolerance_is_allowed                 |
   | the drop is absolute, not relative                 | absolute_not_relative_drop                         |
   | schema_pass counts as well as exact                | schema_pass_drop_regresses                         |
   | a rise never regresses                             | improvement_never_regresses                        |
@@ -82,6 +85,8 @@ regressed(baseline, candidate, *, tolerance)
   | ValueError naming `tolerance` (outside [0, 1],     | rejects_bad_tolerance                              |
   |   NaN, a bool)                                     |                                                    |
   | ValueError naming `candidate` (another set's n)     | rejects_scores_of_different_sets                   |
+  | ValueError naming `baseline` / `candidate` (not a   | rejects_a_score_without_its_keys                   |
+  |   dict with quality_score's four keys)             |                                                    |
 """
 LAB = "lab04"
 

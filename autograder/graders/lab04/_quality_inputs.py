@@ -112,6 +112,11 @@ REGRESS = {
 REGRESS_BAD = {
     "rejects_bad_tolerance": [("tolerance", t, _BASE, _BASE, t) for t in (-0.1, 1.5, NAN, True)],
     "rejects_scores_of_different_sets": [("candidate", 4, _BASE, _score((0, 1), 4, n=4), 0.0625)],
+    "rejects_a_score_without_its_keys": [   # shown None: the message need only name the parameter
+        ("baseline", None, {k: v for k, v in _BASE.items() if k != "exact_prompts"}, _BASE, 0.0625),
+        ("candidate", None, _BASE, {k: v for k, v in _BASE.items() if k != "schema_pass"}, 0.0625),
+        ("candidate", None, _BASE, [_BASE["exact"], _BASE["schema_pass"]], 0.0625),
+    ],
 }
 
 

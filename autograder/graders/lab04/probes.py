@@ -86,15 +86,31 @@ def changed_tiny_inputs(where):
     return a, b
 
 
-MODELS = {"toy": ToyCausalLM, "bidirectional": ToyBidirectionalLM, "shipped": shipped_forward}
+class FaintToyLM(ToyCausalLM):
+    """The causal toy with its logits scaled by 1e-6: on TOY_PROMPT vs TOY_B its rows differ by
+    0, 0, 1.2e-5, 1.2e-5, 9e-6, 1.1e-5, on either side of changed_positions' default atol (1e-5)."""
 
-# changed_positions: case -> (model, () -> (a tokens, b tokens), atol)
+    def __call__(self, input_ids):
+        return super().__call__(input_ids) * 1e-6            # (B, T, V)
+
+
+MODELS = {"toy": ToyCausalLM, "bidirectional": ToyBidirectionalLM, "faint": FaintToyLM, "shipped": shipped_forward}
+DEFAULT_ATOL = None    # in CHANGED: the call leaves atol out, so the signature's default applies
+
+
+def changed_args(model, a, b, atol) -> tuple:
+    """changed_positions' positional arguments; atol left out when it is DEFAULT_ATOL."""
+    return (model, ids(a), ids(b)) if atol is DEFAULT_ATOL else (model, ids(a), ids(b), atol)
+
+
+# changed_positions: case -> (model, () -> (a tokens, b tokens), atol or DEFAULT_ATOL)
 CHANGED = {
     "tiny_model_change_middle_token": ("shipped", lambda: changed_tiny_inputs("middle"), 1e-5),
     "change_last_token": ("shipped", lambda: changed_tiny_inputs("last"), 1e-5),
     "identical_inputs_change_nothing": ("toy", lambda: (TOY_PROMPT, TOY_PROMPT), 0.0),
     "non_causal_model_changes_everywhere": ("bidirectional", lambda: (TOY_PROMPT, TOY_B), 1e-5),
     "atol_is_a_strict_bound": ("toy", lambda: (TOY_PROMPT, TOY_B), STRICT_ATOL),
+    "default_atol_when_none_is_passed": ("faint", lambda: (TOY_PROMPT, TOY_B), DEFAULT_ATOL),
 }
 
 BAD_SHAPE = ("ids of 4 and of 3 tokens", lambda: (ToyCausalLM(), ids([1, 2, 3, 4]), ids([1, 2, 3]), 1e-5))
@@ -158,7 +174,7 @@ def changed(ns, key: str) -> dict:
     model, tokens, atol = CHANGED[key]
     with one_thread():
         a, b = tokens()
-        return record(function(ns, "changed_positions"), (MODELS[model](), ids(a), ids(b), atol))
+        return record(function(ns, "changed_positions"), changed_args(MODELS[model](), a, b, atol))
 
 
 def changed_rejects(ns, which: str) -> list:

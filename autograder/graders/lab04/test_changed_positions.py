@@ -10,7 +10,7 @@ from autograder.reference import lab04 as ref
 from autograder.toy_models import ids
 
 from .judging import case, token_list
-from .probes import BAD_CHANGED, BAD_SHAPE, CHANGED, MODELS, STRICT_ATOL
+from .probes import BAD_CHANGED, BAD_SHAPE, CHANGED, DEFAULT_ATOL, MODELS, STRICT_ATOL, changed_args
 
 pytestmark = pytest.mark.cell("changed_positions_shows_causality", points=1,
                               description="changed_positions reports exactly the positions whose logits differ")
@@ -30,15 +30,19 @@ pytestmark = pytest.mark.cell("changed_positions_shows_causality", points=1,
     case("atol_is_a_strict_bound", "atol_is_a_strict_bound", f"A row changed when its largest difference is MORE "
          f"than atol: here one row differs by exactly atol={STRICT_ATOL} and must be left out. Use the atol you are "
          f"given.", probe=("changed", "atol_is_a_strict_bound")),
+    case("default_atol_when_none_is_passed", "default_atol_when_none_is_passed", "Called without atol, use the "
+         "signature's default atol=1e-5: here the rows differ by 1.2e-5, 1.2e-5, 9e-6 and 1.1e-5, so all but the "
+         "9e-6 row changed.", probe=("changed", "default_atol_when_none_is_passed")),
 ])
 def test_reports_the_changed_positions(observation, key, hint):
     """Exactly the positions whose logits row differs by more than atol, as a list of ints."""
     model, tokens, atol = CHANGED[key]
     with one_thread():
         a_tokens, b_tokens = tokens()
-        call = f"changed_positions(model, <{len(a_tokens)} ids>, <{len(b_tokens)} ids>, atol={atol!r})"
+        shown_atol = "" if atol is DEFAULT_ATOL else f", atol={atol!r}"
+        call = f"changed_positions(model, <{len(a_tokens)} ids>, <{len(b_tokens)} ids>{shown_atol})"
         got = token_list(result_of(observation, call), "changed_positions")
-        expected = ref.changed_positions(MODELS[model](), ids(a_tokens), ids(b_tokens), atol)
+        expected = ref.changed_positions(*changed_args(MODELS[model](), a_tokens, b_tokens, atol))
         if got != expected:
             raise Fail("reported the wrong positions", expected=expected, got=got, hint=hint)
         unchanged(observation, call, allow_same_object=True)

@@ -156,10 +156,19 @@ def _judge_regressed(rec, key, hint, baseline, candidate, tolerance):
     case("rejects_scores_of_different_sets", "rejects_scores_of_different_sets", "Scores of sets of different "
          "sizes cannot be compared: raise ValueError naming `candidate` and showing its n.",
          probe=("regress_rejects", "rejects_scores_of_different_sets")),
+    case("rejects_a_score_without_its_keys", "rejects_a_score_without_its_keys", "A score is what quality_score "
+         "returns, a dict with n, exact, schema_pass and exact_prompts: check both scores first and raise "
+         "ValueError naming `baseline` or `candidate` when one is not such a dict.",
+         probe=("regress_rejects", "rejects_a_score_without_its_keys")),
 ])
 def test_regressed_rejects(observation, key, hint):
-    """A tolerance outside [0, 1], NaN or a bool, and scores of different sets, raise ValueError naming it."""
+    """A tolerance outside [0, 1], NaN or a bool, a score that is not a dict with quality_score's keys, and scores
+    of different sets, raise ValueError naming the parameter."""
     for (param, shown, baseline, candidate, tolerance), rec in zip(REGRESS_BAD[key], observation):
         call = f"regressed(baseline, candidate, tolerance={tolerance!r})"
+        given = shown
+        if shown is None:           # a score that is not one: the message need only name the parameter
+            call = f"regressed(...) with a `{param}` that is not a score"
+            given = baseline if param == "baseline" else candidate
         reference_rejects(ref.regressed, (baseline, candidate), {"tolerance": tolerance}, call)
-        rejects(rec, call, param, shown, hint)
+        rejects(rec, call, param, given, hint, show_value=shown is not None)

@@ -9,6 +9,10 @@ EXPECT_FAIL = {"regressed_decides_with_tolerance": ["absolute_not_relative_drop"
 def regressed(baseline, candidate, *, tolerance):
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 1:
         raise ValueError(f"`tolerance` must be a number in [0, 1], got {tolerance!r}.")
+    for name, score in (("baseline", baseline), ("candidate", candidate)):
+        if not isinstance(score, dict) or any(k not in score for k in ("n", "exact", "schema_pass", "exact_prompts")):
+            raise ValueError(f"`{name}` must be a score from quality_score (a dict with n, exact, schema_pass and "
+                             f"exact_prompts), got {score!r}.")
     if candidate["n"] != baseline["n"]:
         raise ValueError(f"`candidate` must be scored on the baseline's quality set of n={baseline['n']}, "
                          f"got n={candidate['n']!r}.")

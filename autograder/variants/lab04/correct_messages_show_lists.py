@@ -126,6 +126,10 @@ def quality_score(completions, quality_set):
 def regressed(baseline, candidate, *, tolerance):
     if type(tolerance) not in (int, float) or not 0 <= tolerance <= 1:
         raise ValueError(f"`tolerance` must be in [0, 1], got {tolerance}.")
+    for label, score in zip(["baseline", "candidate"], [baseline, candidate]):
+        missing = [k for k in ["n", "exact", "schema_pass", "exact_prompts"] if type(score) is not dict or k not in score]
+        if missing:
+            raise ValueError(f"`{label}` lacks the score keys {missing}: got {score!r}.")
     if candidate["n"] != baseline["n"]:
         raise ValueError(f"`candidate` has n = {candidate['n']}, the baseline {baseline['n']}: got {candidate!r}.")
     keys = ["exact", "schema_pass"]

@@ -50,6 +50,9 @@ def quality_score(completions, quality_set):
 def regressed(baseline, candidate, *, tolerance):
     if type(tolerance) not in (int, float) or not (0 <= tolerance <= 1):
         raise ValueError(f"`tolerance` must be within [0, 1], got {tolerance}.")
+    for name, score in {"baseline": baseline, "candidate": candidate}.items():
+        if type(score) is not dict or not {"n", "exact", "schema_pass", "exact_prompts"} <= score.keys():
+            raise ValueError(f"`{name}` is not a quality_score result: {score!r}.")
     if baseline["n"] != candidate["n"]:
         raise ValueError(f"`candidate` has n={candidate['n']} but the baseline has n={baseline['n']}.")
     drops = {m: baseline[m] - candidate[m] for m in ("exact", "schema_pass")}

@@ -130,9 +130,16 @@ def quality_score(completions, quality_set):
             "exact_prompts": [p for p, e, _ in rows if e]}
 
 
+SCORE_KEYS = ("n", "exact", "schema_pass", "exact_prompts")
+
+
 def regressed(baseline, candidate, *, tolerance):
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 1:
         raise ValueError(f"`tolerance` must be a number in [0, 1], got {tolerance!r}.")
+    bad = next((name for name, score in (("baseline", baseline), ("candidate", candidate))
+                if not isinstance(score, dict) or not all(k in score for k in SCORE_KEYS)), None)
+    if bad is not None:
+        raise ValueError(f"`{bad}` must be a dict with the keys {SCORE_KEYS}.")
     if baseline["n"] != candidate["n"]:
         raise ValueError(f"`candidate` was scored on {candidate['n']} prompts, the baseline on {baseline['n']}.")
     dropped = list(m for m in ("exact", "schema_pass") if baseline[m] - candidate[m] > tolerance)
