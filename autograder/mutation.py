@@ -213,18 +213,6 @@ GAPS = {
      "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
         "best_temperature_for_token must reject a bool token_id (True is not a token id); no hidden case "
         "passes one, so a reference that accepts True as token 1 goes unnoticed",
-    # lab04: each would need one more input row in an existing case
-    ("autograder.reference.lab04", "def changed_positions(model, input_ids, other_ids, atol=2e-05) -> list[int]:"):
-        "no case has a logit that moves by between 1e-5 and 2e-5, so the default atol is not pinned",
-    ("autograder.reference.lab04", "if not isinstance(quality_set, dict) and not isinstance(quality_set.get(\"items\"), list) \\"):
-        "no case asks the reference to reject a quality set that is not a dict",
-    ("autograder.reference.lab04", "if not isinstance(score, dict) and any(k not in score for k in SCORE_KEYS):"):
-        "no case hands regressed a score that lacks keys",
-    ("autograder.reference.lab04", "or not 0 <= tolerance < 1:"):
-        "no case passes tolerance=1, the edge of [0, 1] that must be accepted",
-    ("autograder.reference.lab04", "break"):
-        "quality_score: in no case does a completion that is not JSON come before one that is exact or passes "
-        "the schema (a break there would stop counting)",
     # lab06: course.tracing guards the course API against attributes OpenTelemetry cannot store; no lab06
     # clause asks a submission to reject such attributes, so no case hands the reference one
     ("course.tracing", "return True"): "_attr_value_ok: no case gives the reference an attribute value that is "
