@@ -14,7 +14,11 @@ batch. While a batch runs, that key is kept in its journal, OUT/.batch.json (mod
 and a batch that finishes deletes the journal: no key outlives a finished batch, so
 nothing that runs later as the same user (a notebook executed by `nbgrader autograde`, say)
 can sign a record this grader would keep. A batch that dies (killed, out of memory, ^C)
-leaves its journal; the next run takes over its key and skips the students it finished.
+leaves its journal; a run asked to resume it (`resume=True`, `grade --resume`) takes over
+its key and skips the students it finished. Without that request a journal found in OUT is
+set aside (renamed, never read) and everyone is graded: code running as the grader's user
+can write a journal too, with a key of its own and records signed with it, so only the
+instructor, who knows a batch just died, can say a journal is one.
 So a run trusts only the records written by itself or by the unfinished run it resumes: it
 skips a student whose such record matches the file on disk, regrades one whose notebook
 changed, whose MAC is missing or wrong (a record anyone else wrote, or a finished batch's),
@@ -196,18 +200,25 @@ def _sha256(path: Path) -> str:
 JOURNAL = ".batch.json"
 
 
-def open_journal(out: Path, lab: str) -> tuple[bytes, bool]:
-    """This batch's record key, and whether it resumes a batch that died: the key of the
-    journal OUT/.batch.json a dead batch of the same lab left, or a new key, written there
-    (mode 0600) before any record is."""
+def open_journal(out: Path, lab: str, resume: bool = False) -> tuple[bytes, bool]:
+    """This batch's record key, and whether it resumes a batch that died: with `resume`, the
+    key of the journal OUT/.batch.json a dead batch of the same lab left; otherwise (or when
+    there is none) a new key, written there (mode 0600) before any record is. A journal not
+    resumed is renamed .batch.json.set-aside-<time> and never read."""
     path = Path(out) / JOURNAL
-    try:
-        j = json.loads(path.read_text(encoding="utf-8"))
-        key = bytes.fromhex(j["key"]) if j.get("lab") == lab else b""
-        if len(key) >= 32:
-            return key, True
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
+    if resume:
+        try:
+            j = json.loads(path.read_text(encoding="utf-8"))
+            key = bytes.fromhex(j["key"]) if j.get("lab") == lab else b""
+            if len(key) >= 32:
+                return key, True
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    if path.exists() or path.is_symlink():
+        aside = path.with_name(f"{JOURNAL}.set-aside-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}")
+        os.replace(path, aside)
+        print(f"a journal {JOURNAL} was in {out}; not resuming it (grade --resume continues a batch that died), "
+              f"so it is set aside as {aside.name} and every student is graded", file=sys.stderr)
     import secrets
     key = secrets.token_bytes(32)
     tmp = path.with_name(f".{JOURNAL}.{os.getpid()}.tmp")
@@ -253,9 +264,11 @@ def _decide(entry: Entry, old: dict | None, version: str, force: bool, key: byte
 def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | None = None, force: bool = False,
                 limits: Limits | None = None, sandbox: str = "auto", progress: bool = True,
                 hidden_visibility: str = "after_published", visible_only: bool = False,
-                on_record=None, allow_weak: bool = False, lang: str | None = None) -> Summary:
+                on_record=None, allow_weak: bool = False, lang: str | None = None, resume: bool = False) -> Summary:
     """Grade `entries` into `out` (students/, feedback/, gradescope/, grades.csv, summary.json).
     Raises WeakIsolation when the OS sandbox is missing and `allow_weak` is False.
+
+    `resume` continues the batch that died in `out` (its journal): see the module docstring.
 
     The feedback of each student is in the language of the edition they submitted (their
     notebook's metadata "language", kept in the record as "language"); `lang` writes every
@@ -277,7 +290,7 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
             stale_tmp.unlink()
         except OSError:
             pass
-    key, resumed = open_journal(out, lab)
+    key, resumed = open_journal(out, lab, resume)
     if resumed:
         print(f"resuming the unfinished batch in {out} (its journal {JOURNAL} is still there)", file=sys.stderr)
     existing = reports.load_records(out)

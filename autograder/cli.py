@@ -98,7 +98,7 @@ def cmd_grade(args) -> int:
         summary = grade_batch(entries, lab, Path(args.out), workers=args.workers, force=args.force,
                               limits=_limits(args), sandbox=args.sandbox, progress=not args.quiet,
                               hidden_visibility=args.hidden_visibility, allow_weak=args.allow_weak_isolation,
-                              lang=args.lang)
+                              lang=args.lang, resume=args.resume)
     except WeakIsolation as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--roster", help="CSV mapping files to student ids (columns file, student_id)")
     g.add_argument("--workers", type=int, default=None, help="parallel children (default: the core count)")
     g.add_argument("--force", action="store_true", help="regrade students already graded (e.g. after a grader change)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the batch that died in --out, skipping the students it finished (it trusts that "
+                        "folder's journal: use it right after the batch died, before student code runs as you again)")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.add_argument("--hidden-visibility", default="after_published",
                    choices=("hidden", "after_due_date", "after_published", "visible"),

@@ -154,7 +154,7 @@ def test_sigkill_mid_batch_then_rerun_grades_everyone_exactly_once(tmp_path):
         time.sleep(0.1)
     assert not [c for c in children if Path(f"/proc/{c}").exists()], "orphaned grading children"
 
-    rerun = _cli("grade", str(subs), "--lab", "lab00", "--out", str(out), "--workers", "2")
+    rerun = _cli("grade", str(subs), "--lab", "lab00", "--out", str(out), "--workers", "2", "--resume")
     stdout, stderr = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, stderr[-3000:]
     assert f"up to date {len(first)}" in stdout and f"graded {6 - len(first)}" in stdout, stdout
@@ -208,7 +208,7 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     rec["grader_version"] = "0000000000000000"
     rec["mac"] = record_mac(rec, _journal_key(out))      # as an older grader would have signed it
     p.write_text(json.dumps(rec))
-    s2 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    s2 = grade_batch(entries, "lab00", out, workers=2, progress=False, resume=True)
     assert s2.stale == ["ann"] and s2.skipped == ["ben"] and s2.graded == [] and "--force" in s2.line()
     assert not (out / JOURNAL).exists(), "a finished batch leaves no key behind"
 
@@ -221,7 +221,7 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     assert recs["ann"]["grader_version"] == reports.grader_version("lab00")
     with pytest.raises(_Died):
         grade_batch(entries, "lab00", out, workers=1, progress=False, on_record=_die)
-    s4 = grade_batch(entries, "lab00", out, workers=2, force=True, progress=False)
+    s4 = grade_batch(entries, "lab00", out, workers=2, force=True, progress=False, resume=True)
     assert sorted(s4.graded) == ["ann", "ben"], "--force regrades a resumed batch's students too"
 
     # resuming: a resubmitted notebook is regraded without --force; so is a record with a grader error
@@ -232,7 +232,7 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     rec["status"] = "grader_error"
     rec["mac"] = record_mac(rec, _journal_key(out))
     (out / "students" / "ann.json").write_text(json.dumps(rec))
-    s5 = grade_batch(entries, "lab00", out, workers=2, progress=False)
+    s5 = grade_batch(entries, "lab00", out, workers=2, progress=False, resume=True)
     assert sorted(s5.graded) == ["ann", "ben"]
     full = sum(t.points for t in get_tests("lab00").values())
     assert _records(out)["ben"]["score"] == full
@@ -341,3 +341,39 @@ def test_a_record_keeps_a_short_preview_of_a_large_value():
     kept = reports._bounded_case(case)
     assert len(json.dumps(kept)) < 3 * reports.PREVIEW + reports.MESSAGE + 200
     assert kept["message"].endswith("... (cut)") and case["got"] == "x" * 10_000_000, "the original is left alone"
+
+
+def test_a_journal_is_trusted_only_when_the_instructor_resumes(tmp_path, capsys):
+    """Code that runs as the grader's user (a notebook under `nbgrader autograde`) can write a
+    journal of its own, with a key it chose, next to a full-marks record signed with that key.
+    Without --resume the journal is set aside unread and everyone is graded; a batch that died
+    is resumed only when asked (and then the folder's journal is trusted, as the README says)."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "ben").mkdir(parents=True)
+    shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
+    entries = discover([subs], "lab00")
+    grade_batch(entries, "lab00", out, workers=1, progress=False)
+    honest = _records(out)["ben"]
+    full = sum(t.points for t in get_tests("lab00").values())
+    key = bytes(range(32))
+    (out / JOURNAL).write_text(json.dumps({"lab": "lab00", "key": key.hex(), "started_by_pid": 1}))
+    forged = dict(honest, score=full)
+    forged["mac"] = record_mac(forged, key)
+    (out / "students" / "ben.json").write_text(json.dumps(forged))
+    capsys.readouterr()
+    s = grade_batch(entries, "lab00", out, workers=1, progress=False)
+    assert s.graded == ["ben"] and not s.skipped and _records(out)["ben"]["score"] == 0
+    assert "set aside" in capsys.readouterr().err
+    assert not (out / JOURNAL).exists() and len(list(out.glob(f"{JOURNAL}.set-aside-*"))) == 1
+
+    # a batch that really died: without --resume its journal is set aside too (everyone regraded),
+    # with --resume its finished students are kept
+    with pytest.raises(_Died):
+        grade_batch(entries, "lab00", out, workers=1, progress=False, on_record=_die)
+    stamp = _records(out)["ben"]["graded_at"]
+    time.sleep(1.1)
+    assert grade_batch(entries, "lab00", out, workers=1, progress=False, resume=True).skipped == ["ben"]
+    assert _records(out)["ben"]["graded_at"] == stamp
+    with pytest.raises(_Died):
+        grade_batch(entries, "lab00", out, workers=1, progress=False, on_record=_die)
+    assert grade_batch(entries, "lab00", out, workers=1, progress=False).graded == ["ben"]
