@@ -642,8 +642,17 @@ class ProcessEngineLoop(EngineLoop):
         self.engine.abort = lambda request_id: self._send(("abort", request_id))
 
     def start(self) -> "ProcessEngineLoop":
+        """Start the engine process (unless launch() did) and the thread that serves it."""
+        self.launch()
+        return super().start()
+
+    def launch(self) -> None:
+        """Start the engine process and wait until its engine is built (once; start()
+        calls it): `python -m course.serve` does this before it prints its URL."""
         import multiprocessing
 
+        if self._process is not None:
+            return
         ctx = multiprocessing.get_context("spawn")       # never fork a process that runs threads
         self._conn, child = ctx.Pipe()
         self._process = ctx.Process(target=_engine_process, args=(child, self.spec), name="engine-core",
@@ -658,7 +667,6 @@ class ProcessEngineLoop(EngineLoop):
             self._process.join(5)
             raise RuntimeError(f"the engine process failed to start: {msg[1]}")
         self._stats = msg[1]
-        return super().start()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
@@ -1462,6 +1470,8 @@ def main(argv=None) -> int:
         engine = EngineProcess(config, ns.device, ns.threads)
     app = build_app(engine, tokenizer, max_model_len=max_len, request_timeout=ns.request_timeout,
                     stream_interval=ns.stream_interval)
+    if isinstance(engine, EngineProcess):
+        app.state.engine_loop.launch()  # the URL is printed once the engine can answer
     sock = _bind(ns.host, ns.port)
     sock.listen(2048)                  # connections made as soon as the URL is printed wait in the backlog
     url = f"http://{ns.host}:{sock.getsockname()[1]}"
