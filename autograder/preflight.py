@@ -342,8 +342,8 @@ INTROSPECTION_IMPORTS = {"gc", "ctypes", "_ctypes"}
 def introspection_in(src: str) -> list[str]:
     """What in `src` reaches past the student's own objects: callers' frames (sys._getframe,
     f_back, f_locals, f_globals, tb_frame, gi_frame, cr_frame, inspect's and traceback's
-    frame walks), a function's closure cells and globals, object.__setattr__ on anything but
-    `self`, __subclasses__, and imports of gc or ctypes. A static scan, for review: the
+    frame walks), a function's closure cells and globals, sys.modules, object.__setattr__ on
+    anything but `self`, __subclasses__, and imports of gc or ctypes. A static scan, for review: the
     grader measures through objects in the student's process (checks.Ledger), and such code
     can reach them. An empty list when there is none (or the cell does not parse)."""
     import ast
@@ -362,6 +362,8 @@ def introspection_in(src: str) -> list[str]:
             base = node.value.id if isinstance(node.value, ast.Name) else ""
             if node.attr in FRAME_ATTRS:
                 found.append(f"{base + '.' if base == 'sys' else ''}{node.attr}")
+            elif base == "sys" and node.attr == "modules":
+                found.append("sys.modules")                   # any module's globals (the grader's too)
             elif base == "inspect" and node.attr in INSPECT_FRAMES:
                 found.append(f"inspect.{node.attr}")
             elif base == "traceback" and node.attr in TRACEBACK_FRAMES | {"extract_stack"}:

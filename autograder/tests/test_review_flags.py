@@ -39,6 +39,7 @@ FLAGGED = [
     ("import traceback\ndef f():\n    return traceback.extract_stack()", "traceback.extract_stack"),
     ("def f(ledger):\n    object.__setattr__(ledger, '_held', {})", "object.__setattr__ on another object"),
     ("def f():\n    return object.__subclasses__()", "__subclasses__"),
+    ("import sys\ndef f():\n    return sys.modules['autograder.checks']", "sys.modules"),
     ("import gc\n", "import gc"),
     ("import ctypes\n", "import ctypes"),
     ("from ctypes import pythonapi\n", "import ctypes"),
