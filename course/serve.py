@@ -721,6 +721,7 @@ class ProcessEngineLoop(EngineLoop):
                     message, reason = "the engine process ended", "error"
                 break
             kind = msg[0]
+            self._stats = msg[-1]            # before routing: an answer never outruns the stats it left
             if kind == "step":
                 self.steps += 1
                 self._deliver_step(msg[1])
@@ -741,7 +742,6 @@ class ProcessEngineLoop(EngineLoop):
             elif kind == "stopped":
                 message, reason = "the server shut down", "cancelled"
                 break
-            self._stats = msg[-1]
         self._fail_all(message, reason=reason)
         for rid, (tracked, done) in list(self._pending.items()):
             tracked.loop.call_soon_threadsafe(
