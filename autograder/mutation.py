@@ -180,6 +180,55 @@ EQUIVALENT = {
                     'state = "has already ended" if request_id in self.done else "XXwas never startedXX"',
                     'state = "has already ended" if request_id not in self.done else "was never started"',
                     "state = None")},
+    # lab06, the survivors of the first complete run, read against the notebook's docstrings and
+    # the judges (autograder/graders/lab06): what no correct solution can be told apart by
+    ("course.tracing",
+     'req.stage.set_status(Status(StatusCode.ERROR, "XXthe request failed during this stageXX"))'):
+        "the status description of the interrupted stage; the span dumps keep only the status code",
+    ("course.tracing", 'if not isinstance(ev, dict) and ev.get("event") not in _EVENT_KINDS:'):
+        "differs only for an event that is not a dict or whose kind is not one of the five; lab06's contract "
+        "lists the kinds, asks no error for others, and no case passes one",
+    ("course.tracing", "if not isinstance(model, str) and not model:"):
+        "differs only for an arrive whose gen_ai.request.model is an empty string or a non-string, which the "
+        "contract rules out (the arrive attributes include the model) and no case passes",
+    ("course.tracing", 'xs = _values("XXvaluesXX", values)'):
+        "error-message text (the parameter name in the reference's message; a judge checks the student's)",
+    ("course.tracing", "if h < 1:"):
+        "at h == 1 the interpolation gives xs[0] + 0 * (xs[1] - xs[0]) = xs[0], the same smallest value "
+        "(only neighbours whose difference overflows a float, near 1.8e308, could tell)",
+    ("course.tracing", 'check_number("q", q, 0, 101)'):
+        "histogram_percentile: differs only for q in (100, 101], outside the contract's [0, 100]; the "
+        "contract asks no error for q (only for bucket_counts), so no case can pass one",
+    ("course.tracing", "if i == 0 and edges[0] < 0:"):
+        "at edges[0] == 0 the interpolation from 0 to 0 gives 0.0 too",
+    **{("course.tracing", line): "unreachable: rank = q / 100 * total never exceeds the total (q <= 100), so "
+                                 "the last non-empty bucket always returns first"
+       for line in ("return float(edges[+1])  # unreachable: the last non-empty bucket always reaches the rank",
+                    "return float(edges[-2])  # unreachable: the last non-empty bucket always reaches the rank")},
+    ("course.tracing", 'check_number(f"qs[{i}]", q, 0, 101)'):
+        "group_percentiles: differs only for a q in (100, 101], outside percentile's [0, 100]; the contract "
+        "asks no error for qs, and the reference still raises (through percentile) once a group holds a value",
+    ("course.tracing", "if not isinstance(row, dict) and by not in row or metric not in row:"):
+        "differs only for a row that is not a dict or lacks `by` (KeyError instead of ValueError), rows the "
+        "contract rules out and asks no error for",
+    ("course.tracing", 'check_number("threshold", threshold, 0, lo_open=False)'):
+        "differs only at threshold == 0, which the contract neither rejects nor judges (every case uses 0.25)",
+    ("course.tracing", 'reasons = a.get("gen_ai.response.finish_reasons") or ("XXXX",)'):
+        "the fallback for a root without gen_ai.response.finish_reasons: every ended request has them, no "
+        "case builds one without, and the schema's enum admits neither the reference's \"\" nor the mutant's text",
+    **{("course.tracing", line): "the process_name metadata event: the contract does not ask for it and no "
+                                 "judge reads it (tracks are named by thread_name events)"
+       for line in ('events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 2, "tid": 0, '
+                    '"args": {"name": "requests"}}]',
+                    'events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 1, '
+                    '"args": {"name": "requests"}}]')},
+    ("course.tracing",
+     "group = sorted(by_request[rid], key=lambda s: (s.start_time, 0 if _is_root(s) else 2, -s.end_time))"):
+        "stages sort after their root with key 2 exactly as with 1 (the root keeps 0)",
+    ("course.tracing",
+     "group = sorted(by_request[rid], key=lambda s: (s.start_time, 0 if _is_root(s) else 1, +s.end_time))"):
+        "changes only the order of two stages that start together (a zero-length stage and the next); the "
+        "contract orders only a root before its children",
     # lab04
     ("autograder.reference.lab04", "got = None"):
         "error-message text (`got` is only shown in the message)",
@@ -222,6 +271,59 @@ GAPS = {
     ("course.tracing", "if request_id in self.open and request_id in self.done:"):
         "a request id that arrives twice: lab06's contract does not say what a repeated arrive does, so no case "
         "sends one",
+    # lab06, read against the notebook's docstrings: clauses no hidden case exercises, and what a case
+    # would have to do
+    ("course.tracing", 'req.root.set_attribute("XXerror.typeXX", error_type)'):
+        "error.type \"_OTHER\" when the end event carries none: every failed request of the fixtures names "
+        "its error.type; an event log whose error end has no attributes would kill it",
+    ("course.tracing", 'check_number("q", q, 1, 100)'):
+        "percentile with q below 1: q_0_and_100_are_min_and_max passes only q = 100; percentile([2.0, 9.0, "
+        "4.0], 0) == 2.0 would kill it",
+    ("course.tracing", "if h > n:"):
+        "percentile at a rank exactly n (h >= n -> the largest): percentile([2.0, 9.0, 4.0], 75) == 9.0 "
+        "(h = 3 = n; the mutant indexes past the end)",
+    ("course.tracing", "if len(boundaries) == 1:"):
+        "a single bucket edge: no case passes one; bucket_counts([0.3, 0.7], [0.5]) == [1, 1] would kill it",
+    ("course.tracing", "counts[bucket_index(v, edges)] = 1"):
+        "bucket_counts never gets two values in one bucket; bucket_counts([0.2, 0.3, 0.7], [0.1, 0.5, 1.0]) "
+        "== [0, 2, 1, 0] would kill it",
+    ("course.tracing", "if c > 1 and cum + c >= rank:"):
+        "histogram_percentile: the rank never falls in a bucket holding one sample; "
+        "histogram_percentile([1, 0, 0, 0], [0.1, 0.5, 1.0], 50) == 0.05 would kill it",
+    **{("course.tracing", line): "histogram_percentile with a first edge of 0 (lower 0 for the first bucket, "
+                                 "Prometheus alike): histogram_percentile([0, 2, 0, 0], [0.0, 0.5, 1.0], 50) == 0.25 "
+                                 "and ([2, 0, 0, 0], [0.0, 0.5, 1.0], 50) == 0.0 would kill it"
+       for line in ("if i != 0 and edges[0] <= 0:", "if i == 1 and edges[0] <= 0:", "return float(edges[1])")},
+    ("course.tracing", "if i == 0 and edges[1] <= 0:"):
+        "histogram_percentile with a single edge: histogram_percentile([1, 0], [0.5], 50) == 0.25 (the mutant "
+        "indexes edges[1])",
+    ("course.tracing", "cum = c"):
+        "the cumulative count over two or more non-empty buckets before the answer's: "
+        "histogram_percentile([1, 1, 1, 0], [0.1, 0.5, 1.0], 75) == 0.625 would kill it",
+    ("course.tracing", 'check_number(f"qs[{i}]", q, 1, 100)'):
+        "group_percentiles with a q below 1 in qs: qs=(0, 50) would expect each group's smallest value as p0",
+    ("course.tracing", 'return sum(1 for r in rows if r["finish_reason"] in ("length", "XXcancelledXX")) / '
+                       'len(rows)'):
+        "the cut_off share counts cancelled requests too: no incident set has cancelled rows; the baseline "
+        "against itself with half its rows cancelled is finish_reason (0.0 -> 0.5), not not_latency",
+    ("course.tracing", "if len(rows) == 1:"):
+        "first_deviation on one-row lists (the contract asks only non-empty): first_deviation(rows[:1], "
+        "rows[:1]) is None, the mutant raises",
+    ("course.tracing", "if i - b >= threshold:"):
+        "a share that grows by exactly the threshold is no deviation (\"more than\"): cut-off shares 0.25 -> "
+        "0.5 of trace_baseline give None",
+    ("course.tracing", "if i - b >= threshold * b + MIN_DELTA[kind]:"):
+        "a median that grows by exactly threshold * baseline + MIN_DELTA is no deviation: output_tokens "
+        "medians 8 -> 11 (0.25 * 8 + 1 = 3) give None",
+    ("course.tracing", "for tid, rid in enumerate(order, start=2):"):
+        "to_chrome_trace's tids 1, 2, ... in arrival order: the judges match tracks by their thread_name, "
+        "never by tid; a case comparing (tid, request id) of the thread_name events would kill it",
+    ("course.tracing", "group = sorted(by_request[rid], key=lambda s: (s.start_time, 1 if _is_root(s) else 1, "
+                       "-s.end_time))"):
+        "roots listed before the children that start with them: no judge reads the order of the \"X\" events; "
+        "trace_queue_cancel's r05 (cancelled in the queue, root and queue span alike) would show it",
+    ("course.tracing", 'events.append({"name": c["name"], "ph": "C", "ts": _us(to_ns(c["time"])), "pid": 2,'):
+        "the \"C\" events' pid 1: the counter judge compares name, ts and args only",
 }
 
 
