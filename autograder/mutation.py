@@ -166,6 +166,8 @@ EQUIVALENT = {
     ("autograder.reference.lab06", 'spans_from_events(events, provider.get_tracer("XXreferenceXX"))'):
         "the name of the reference's instrumentation scope; no judge reads it",
     ("autograder.reference.lab06", "@lru_cache(maxsize=2)"): "the cache holds the one schema validator either way",
+    ("autograder.reference.lab06", "deleted: @lru_cache(maxsize=1)"):
+        "without the cache each call builds the same schema validator again",
     ("autograder.reference.lab06", "errors = sorted(_validator().iter_errors(record), key=lambda e: None)"):
         "which of several schema errors the hint names first (every one of them is an error)",
     ("autograder.reference.lab06", 'where = "XX/XX".join(str(p) for p in e.path) or "(the record)"'):
@@ -521,7 +523,12 @@ def is_message_mutant(diff: list[str]) -> bool:
 
 
 def _key(module: str, diff: list[str]) -> tuple[str, str] | None:
+    """(module, the mutated line, stripped); for a mutant that only deletes a line (mutmut drops
+    a decorator), (module, "deleted: " + that line)."""
     after = [d[1:].strip() for d in diff if d.startswith("+")]
+    if not after:
+        gone = [d[1:].strip() for d in diff if d.startswith("-") and d[1:].strip()]
+        return (module, "deleted: " + gone[0]) if len(gone) == 1 else None
     return (module, after[0]) if len(after) == 1 else None
 
 
