@@ -157,3 +157,17 @@ def test_only_the_pre_pass_and_a_mutants_run_use_the_saved_observations(monkeypa
     assert option_after(**{mutation.PREPASS_ENV: "1"}) == "obs.pkl"          # the pre-pass writes them
     assert option_after(**{mutation.MUTANT_ENV: "m:1:0"}) == "obs.pkl"       # a mutant is judged on them
     assert option_after() is None                            # mutmut's timing run probes the solution
+
+
+def test_a_hand_triaged_mutant_is_read_before_the_message_text_rule(monkeypatch):
+    # a string mutation on a line that mentions "name" looks like message text to the rule, but a
+    # reading recorded in GAPS (or EQUIVALENT) decides; a dropped decorator gets a key of its own
+    diff = ['-    events = [{"name": "process_name", "ph": "M"}]', '+    events = [{"name": "XXprocess_nameXX", "ph": "M"}]']
+    assert mutation.equivalence("m", diff) is not None                       # the rule alone
+    key = mutation._key("m", diff)
+    monkeypatch.setitem(mutation.GAPS, key, "a case would read the event's name")
+    assert mutation.equivalence("m", diff) is None
+    monkeypatch.delitem(mutation.GAPS, key)
+    monkeypatch.setitem(mutation.EQUIVALENT, key, "no judge reads it")
+    assert mutation.equivalence("m", diff) == "no judge reads it"
+    assert mutation._key("m", ["-@lru_cache(maxsize=1)"]) == ("m", "deleted: @lru_cache(maxsize=1)")
