@@ -241,15 +241,21 @@ def test_force_and_grader_version_and_resubmission(tmp_path, capsys):
     assert rows[0]["greedy_token_picks_argmax"] == f"{full:g}"
 
 
-def test_a_record_without_the_graders_mac_is_regraded_and_never_counted(tmp_path):
-    """Anyone who can write into grades/ can write a record; only the grader can sign one.
-    A forged full-marks record (no MAC, a made-up MAC, or a signed record edited after) is
-    regraded, and a forged record of a student not in the batch stays out of the CSV."""
+def _ben_graded(tmp_path: Path):
+    """One student, ben, who submitted the unsolved release, graded once: (entries, out)."""
     subs, out = tmp_path / "subs", tmp_path / "out"
     (subs / "ben").mkdir(parents=True)
     shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
     entries = discover([subs], "lab00")
     grade_batch(entries, "lab00", out, workers=1, progress=False)
+    return entries, out
+
+
+def test_a_record_without_the_graders_mac_is_regraded_and_never_counted(tmp_path):
+    """Anyone who can write into grades/ can write a record; only the grader can sign one.
+    A forged full-marks record (no MAC, a made-up MAC, or a signed record edited after) is
+    regraded, and a forged record of a student not in the batch stays out of the CSV."""
+    entries, out = _ben_graded(tmp_path)
     p = out / "students" / "ben.json"
     honest = json.loads(p.read_text())
     assert honest["score"] == 0 and isinstance(honest.get("mac"), str)
@@ -303,11 +309,7 @@ def test_a_record_forged_by_a_notebook_under_nbgrader_is_regraded(tmp_path, monk
     old_key.write_text("ab" * 32)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
     monkeypatch.setenv("AUTOGRADER_RECORD_KEY_FILE", str(old_key))
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    (subs / "ben").mkdir(parents=True)
-    shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
-    entries = discover([subs], "lab00")
-    grade_batch(entries, "lab00", out, workers=1, progress=False)
+    entries, out = _ben_graded(tmp_path)
     honest = _records(out)["ben"]
     assert honest["score"] == 0
     # the output folder holds no key once the batch is done (the journal went with it)
@@ -348,11 +350,7 @@ def test_a_journal_is_trusted_only_when_the_instructor_resumes(tmp_path, capsys)
     journal of its own, with a key it chose, next to a full-marks record signed with that key.
     Without --resume the journal is set aside unread and everyone is graded; a batch that died
     is resumed only when asked (and then the folder's journal is trusted, as the README says)."""
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    (subs / "ben").mkdir(parents=True)
-    shutil.copy(RELEASE, subs / "ben" / "lab00.ipynb")
-    entries = discover([subs], "lab00")
-    grade_batch(entries, "lab00", out, workers=1, progress=False)
+    entries, out = _ben_graded(tmp_path)
     honest = _records(out)["ben"]
     full = sum(t.points for t in get_tests("lab00").values())
     key = bytes(range(32))
