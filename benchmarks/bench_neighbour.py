@@ -30,11 +30,9 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from autograder.core import get_tests  # noqa: E402
 from autograder.isolation import MAX_MESSAGE, Sandbox  # noqa: E402
 from autograder.tests.adversarial.neighbours import HONEST, HOSTILE, build, verdicts  # noqa: E402
+from bench_grading import load, spread  # noqa: E402  (the load average and median/min/max, as there)
 
 WORKERS = 3
 
@@ -63,16 +62,6 @@ recs = {p.stem: json.loads(p.read_text()) for p in (out / "students").glob("*.js
 print("BATCH " + json.dumps({"wall_s": wall, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                              "records": recs}))
 '''
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def spread(xs) -> dict:
-    xs = sorted(xs)
-    return {"median": round(statistics.median(xs), 3), "min": round(xs[0], 3), "max": round(xs[-1], 3),
-            "n": len(xs)} if xs else {}
 
 
 def batch(subs: dict[str, Path], out: Path) -> dict:
