@@ -370,6 +370,21 @@ GAPS = {
 }
 
 
+def _merge_triage() -> None:
+    """Add the per-lab triage files (autograder/mutation_triage/labNN.py) to EQUIVALENT and GAPS."""
+    import importlib
+    for lab in ("lab05", "lab06", "lab07"):
+        mod = importlib.import_module(f"autograder.mutation_triage.{lab}")
+        for name, table in (("EQUIVALENT", EQUIVALENT), ("GAPS", GAPS)):
+            clash = set(getattr(mod, name)) & (set(EQUIVALENT) | set(GAPS))
+            if clash:
+                raise RuntimeError(f"{lab}'s triage repeats a key already triaged: {sorted(clash)[:3]}")
+            table.update(getattr(mod, name))
+
+
+_merge_triage()
+
+
 # ---------------------------------------------------------------- the pytest side (-p autograder.mutation)
 
 def _log(entry: dict) -> None:
@@ -658,14 +673,99 @@ def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
             shutil.rmtree(copy, ignore_errors=True)
 
 
+def _find_mutant(source: str, filename: str, line: int, diff: list[str]):
+    """The mutmut mutation of `source` whose diff is `diff`, searched on the lines holding the
+    diff's old text (nearest to `line` first, as the file may have moved since the report);
+    (mutated source, 1-based line) or None."""
+    from mutmut import Context, RelativeMutationID, mutate
+    lines = source.splitlines()
+    old = [d[1:] for d in diff if d.startswith("-")]
+    if not old:
+        return None
+    candidates = sorted((i for i, text in enumerate(lines) if text == old[0]), key=lambda i: abs(i + 1 - line))
+    for i in candidates:
+        for index in range(64):
+            mid = RelativeMutationID(lines[i], index, i, filename=filename)
+            mutated, count = mutate(Context(source=source, mutation_id=mid, filename=filename))
+            if mutated == source and count <= index:
+                break
+            if _diff(source, mutated) == diff:
+                return mutated, i + 1
+    return None
+
+
+def recheck(lab: str, *, log=print) -> dict:
+    """Run only the survivors of the lab's last report (benchmarks/results/mutation_labNN.json)
+    that the triage as it stands does not call equivalent, against the graders as they stand
+    now, in a private copy with the same runner as a full run. For trying new cases: the
+    official score comes only from a full run (`python -m autograder.mutation LAB`)."""
+    prior = json.loads((OUT / f"mutation_{lab}.json").read_text(encoding="utf-8"))
+    todo = [r for r in prior["survivors"] if not equivalence(r["module"], r["diff"])]
+    copy = private_copy(Path(tempfile.mkdtemp(prefix=f"recheck-{lab}-")))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(copy), LAB_ENV: lab,
+           LOG_ENV: str(copy / ".mutation-log.jsonl"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop(MUTANT_ENV, None)
+    out = {"lab": lab, "survivors_before": len(prior["survivors"]), "rechecked": len(todo), "killed": [],
+           "survived": [], "not_found": []}
+    try:
+        pre = subprocess.run([sys.executable, "-m", "pytest", *grader_args(lab)], cwd=copy,
+                             env={**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", PREPASS_ENV: "1"},
+                             capture_output=True, text=True)
+        if pre.returncode != 0:
+            raise RuntimeError(f"{lab}: the solution fails its graders unmutated (exit {pre.returncode}):\n"
+                               f"{pre.stdout[-3000:]}\n{pre.stderr[-3000:]}")
+        server = subprocess.Popen([sys.executable, "autograder/mutation_fork.py", "serve", SOCKET], cwd=copy,
+                                  env=env, stdout=subprocess.PIPE, text=True)
+        if server.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{lab}: the fork server did not start")
+        try:
+            for row in todo:
+                filename = module_file(row["module"])
+                original = (copy / filename).read_text(encoding="utf-8")
+                found = _find_mutant(original, filename, row["line"], row["diff"])
+                if found is None:
+                    out["not_found"].append(row)
+                    log(f"  gone    {row['module']}:{row['line']}: {' / '.join(row['diff'])}")
+                    continue
+                mutated, line = found
+                (copy / filename).write_text(mutated, encoding="utf-8")
+                try:
+                    run = subprocess.run(runner(lab), shell=True, cwd=copy, env=env, capture_output=True,
+                                         text=True, timeout=600)
+                finally:
+                    (copy / filename).write_text(original, encoding="utf-8")
+                tail = [ln for ln in run.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+                entry = {**row, "line": line, "exit": run.returncode, "failed": tail[:1]}
+                (out["killed"] if run.returncode != 0 else out["survived"]).append(entry)
+                log(f"  {'killed ' if run.returncode else 'SURVIVE'} {row['module']}:{line}: "
+                    f"{' / '.join(row['diff'])}{'  <- ' + tail[0] if tail else ''}")
+        finally:
+            server.kill()
+            server.wait()
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    log(f"{lab}: of {len(todo)} untriaged survivors of the last full run, {len(out['killed'])} are killed now, "
+        f"{len(out['survived'])} survive, {len(out['not_found'])} no longer exist (the line changed)")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Mutation score of the graders per lab (mutmut and its runner).")
     ap.add_argument("labs", nargs="*", default=None, help=f"default: {' '.join(default_labs())}")
     ap.add_argument("--keep", action="store_true", help="keep the private copy mutmut ran in (with .mutmut-cache)")
     ap.add_argument("--from", dest="kept", type=Path, default=None,
                     help="rebuild one lab's report from a copy kept by --keep (after editing the triage), no run")
+    ap.add_argument("--recheck", action="store_true",
+                    help="run only the last report's untriaged survivors against the graders as they are now "
+                         "(for trying new cases; writes no report)")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.recheck:
+        if not args.labs:
+            ap.error("--recheck needs a lab")
+        for lab in args.labs:
+            recheck(lab, log=lambda *a: print(*a, flush=True))
+        return 0
     rows = []
     if args.kept is not None and len(args.labs or []) != 1:
         ap.error("--from needs exactly one lab")
