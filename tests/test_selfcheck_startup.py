@@ -25,17 +25,19 @@ def test_only_the_labs_that_run_the_tiny_model_warm_it():
             if loads_shipped_model(lab)] == ["lab04", "lab05", "lab07"]
 
 
-def test_warm_up_adds_one_trusted_cell_and_loads_the_parents_copy():
+def test_warm_up_adds_one_trusted_cell_and_loads_the_parents_copy_only_for_hidden_cases():
+    from autograder.checks import shipped_model
+    shipped_model.cache_clear()
     rt = SimpleNamespace(warm_cells=["import torch"])
     thread = warm_up("lab05", rt)
     assert isinstance(thread, threading.Thread)
     thread.join(timeout=600)
     assert rt.warm_cells == ["import torch", WARM_MODEL_CELL]
-    again = warm_up("lab05", rt)
+    assert shipped_model.cache_info().currsize == 0, "the visible judges read autograder/graders/lab05/_expected.pt"
+    again = warm_up("lab05", rt, visible_only=False)
     again.join(timeout=600)
     assert rt.warm_cells == ["import torch", WARM_MODEL_CELL], "the cell is added once"
-    from autograder.checks import shipped_model
-    assert shipped_model.cache_info().currsize == 1, "the judges' copy is loaded"
+    assert shipped_model.cache_info().currsize == 1, "for the hidden cases the judges' copy is loaded"
 
 
 def test_labs_whose_visible_cases_do_not_run_the_model_start_nothing():
@@ -112,3 +114,32 @@ def test_the_command_line_lists_the_labs_the_core_does():
     from autograder.cli import _labs
     from autograder.core import labs
     assert _labs() == labs()
+
+
+ISOLATED_CHECK = """
+import sys
+from autograder import checks
+from autograder.isolation import Runtime, Sandbox, grade_isolated, prepare
+from autograder.selfcheck import warm_up
+lab = sys.argv[1]
+with Runtime(lab, sandbox=Sandbox.detect("auto")) as rt:
+    warming = warm_up(lab, rt)
+    graded = grade_isolated(prepare(f"solutions/{lab}/{lab}.ipynb", lab), rt, visible_only=True)
+    warming.join()
+cases = [c for t in graded.tests for c in t.cases]
+print(len(cases), all(c.passed for c in cases), "transformers" in sys.modules, checks.shipped_model.cache_info().currsize)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", sorted(VISIBLE_CASES_USE_MODEL))
+def test_the_grading_side_of_a_visible_check_loads_no_model(lab):
+    """The sandbox runs the student's code on the model; the judges of the visible cases read
+    the values kept in autograder/graders/labNN/_expected.pt, so the grading process neither
+    imports transformers nor loads the model, and every visible case of the solution passes."""
+    p = subprocess.run([sys.executable, "-c", ISOLATED_CHECK, lab], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    n, passed, imported, loaded = p.stdout.split()[-4:]
+    assert int(n) > 0 and passed == "True"
+    assert (imported, loaded) == ("False", "0"), p.stdout
