@@ -7,6 +7,8 @@ Probe side (probes.py: runs in the student's process; never sees expected values
     Input(label, make, kwargs)     one call's arguments, built fresh each time
     record(fn, args, kwargs)       -> {"result", "unchanged", "same_object"}
     one_thread(), shipped_model()  torch on one thread; the tiny model, loaded once
+    shipped_decoder()              the course's decoder with the tiny model's weights and its
+                                   tokenizer, without importing transformers
     audited(pool), ledger_counts(pool)
                                    a KV pool whose blocks in use the grader counts itself
 
@@ -29,6 +31,7 @@ import math
 import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -36,7 +39,7 @@ import torch
 from .core import Fail, as_tensor, close, describe, is_raised, raised, same_values
 
 __all__ = ["Input", "record", "result_of", "rejects", "unchanged", "close", "explain", "reference_rejects",
-           "value_forms", "as_tensor", "describe", "Fail", "one_thread", "shipped_model"]
+           "value_forms", "as_tensor", "describe", "Fail", "one_thread", "shipped_model", "shipped_decoder"]
 
 
 # ---------------------------------------------------------------- inputs
@@ -349,3 +352,18 @@ def shipped_model():
     finally:
         if bar:
             hf_logging.enable_progress_bar()
+
+
+@lru_cache(maxsize=1)
+def shipped_decoder():
+    """(CourseDecoder, tokenizers.Tokenizer, eos id) of datasets/tiny-model on the CPU,
+    loaded once per process straight from its files: the same weights and token ids as
+    shipped_model() gives (autograder/tests/test_memo.py compares them), without the
+    seconds that importing transformers' model code costs a sandbox's start."""
+    from tokenizers import Tokenizer
+
+    from course.decoder import CourseDecoder
+    from course.tiny_model import TINY_MODEL_DIR
+
+    tokenizer = Tokenizer.from_file(str(Path(TINY_MODEL_DIR) / "tokenizer.json"))
+    return CourseDecoder.from_safetensors(TINY_MODEL_DIR), tokenizer, int(tokenizer.token_to_id("<|endoftext|>"))

@@ -151,23 +151,34 @@ def estimate(lab: str, lang: str | None = None) -> str:
 
 # ---------------------------------------------------------------- warming up
 
-# Run by the zygote as a warm-up cell (trusted code, before any child exists). A cell that
-# fails there is skipped, and the probe then loads the model itself.
+# Run by the zygote as warm-up cells (trusted code, before any child exists). A cell that
+# fails there is skipped, and the probe then loads the model itself. The decoder cell reads
+# the weights straight from their files (no transformers import: seconds less).
 WARM_MODEL_CELL = "from autograder.checks import shipped_model\nshipped_model()\n"
+WARM_DECODER_CELL = "from autograder.checks import shipped_decoder\nshipped_decoder()\n"
+LOADERS = {"shipped_model": WARM_MODEL_CELL, "shipped_decoder": WARM_DECODER_CELL}
+
+
+def model_loaders(lab: str, root: Path | None = None) -> list[str]:
+    """Which of autograder.checks' loaders of the tiny model (shipped_model: transformers'
+    model; shipped_decoder: the course's decoder from the files) the lab's graders
+    (autograder/graders/labNN.py, or the files of a labNN/ package) call."""
+    graders = Path(root or ROOT) / "autograder" / "graders"
+    files = [graders / f"{lab}.py", *sorted((graders / lab).glob("*.py"))]
+    text = "".join(p.read_text(encoding="utf-8") for p in files if p.is_file())
+    return [name for name in LOADERS if name in text]
 
 
 def loads_shipped_model(lab: str, root: Path | None = None) -> bool:
-    """True when the lab's graders (autograder/graders/labNN.py, or the files of a labNN/
-    package) use the shipped tiny model (autograder.checks.shipped_model)."""
-    graders = Path(root or ROOT) / "autograder" / "graders"
-    files = [graders / f"{lab}.py", *sorted((graders / lab).glob("*.py"))]
-    return any("shipped_model" in p.read_text(encoding="utf-8") for p in files if p.is_file())
+    """True when the lab's graders use the shipped tiny model (either loader)."""
+    return bool(model_loaders(lab, root))
 
 
-# The labs whose VISIBLE cases run the shipped model (tests/test_selfcheck_startup.py runs
-# every lab's visible cases on its solution to keep this true). Warming it for a check of
-# another lab only costs time: lab07's graders use it in hidden cases alone, and warming it
-# there took a check from 3.6 to 8.5 CPU-seconds.
+# The labs whose VISIBLE cases run the shipped model, as the course's decoder read from its
+# files (tests/test_selfcheck_startup.py runs every lab's visible cases on its solution to
+# keep this true). Warming it for a check of another lab only costs time: lab07's graders
+# use the model in hidden cases alone, and warming it there took a check from 3.6 to 8.5
+# CPU-seconds.
 VISIBLE_CASES_USE_MODEL = frozenset({"lab04", "lab05"})
 
 
@@ -177,18 +188,22 @@ def warm_up(lab: str, runtime, *, visible_only: bool = True) -> threading.Thread
     side ready: for the visible cases, the expected values kept with the graders
     (autograder/memo.py) when they are current; otherwise the parent's own copy of the model.
     Returns that thread (join it before grading), or None."""
-    needed = lab in VISIBLE_CASES_USE_MODEL if visible_only else loads_shipped_model(lab)
-    if not needed:
+    if visible_only:
+        loaders = ["shipped_decoder"] if lab in VISIBLE_CASES_USE_MODEL else []
+    else:
+        loaders = model_loaders(lab)
+    if not loaders:
         return None
-    if WARM_MODEL_CELL not in runtime.warm_cells:
-        runtime.warm_cells = [*runtime.warm_cells, WARM_MODEL_CELL]
+    runtime.warm_cells = [*runtime.warm_cells,
+                          *(LOADERS[n] for n in loaders if LOADERS[n] not in runtime.warm_cells)]
 
     def load():   # importing torch happens here too, so the zygote is not kept waiting for it
         try:
             from . import checks, memo
             if visible_only and memo.is_current(lab):
                 return                    # the visible judges read the kept values: no model here
-            checks.shipped_model()
+            for name in loaders:
+                getattr(checks, name)()
         except Exception:   # the judge loads it again and reports what went wrong
             pass
 

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from autograder import messages
-from autograder.selfcheck import (VISIBLE_CASES_USE_MODEL, WARM_MODEL_CELL, estimate, last_seconds,
-                                  loads_shipped_model, remember_seconds, seconds_file, warm_up)
+from autograder.selfcheck import (VISIBLE_CASES_USE_MODEL, WARM_DECODER_CELL, WARM_MODEL_CELL, estimate,
+                                  last_seconds, loads_shipped_model, model_loaders, remember_seconds,
+                                  seconds_file, warm_up)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,18 +27,27 @@ def test_only_the_labs_that_run_the_tiny_model_warm_it():
 
 
 def test_warm_up_adds_one_trusted_cell_and_loads_the_parents_copy_only_for_hidden_cases():
-    from autograder.checks import shipped_model
+    from autograder.checks import shipped_decoder, shipped_model
     shipped_model.cache_clear()
+    shipped_decoder.cache_clear()
     rt = SimpleNamespace(warm_cells=["import torch"])
-    thread = warm_up("lab05", rt)
+    thread = warm_up("lab04", rt)
     assert isinstance(thread, threading.Thread)
     thread.join(timeout=600)
-    assert rt.warm_cells == ["import torch", WARM_MODEL_CELL]
-    assert shipped_model.cache_info().currsize == 0, "the visible judges read autograder/graders/lab05/_expected.pt"
-    again = warm_up("lab05", rt, visible_only=False)
+    assert rt.warm_cells == ["import torch", WARM_DECODER_CELL], "the visible cases need only the course's decoder"
+    assert (shipped_model.cache_info().currsize, shipped_decoder.cache_info().currsize) == (0, 0), (
+        "the visible judges read autograder/graders/lab04/_expected.pt")
+    again = warm_up("lab04", rt, visible_only=False)
     again.join(timeout=600)
-    assert rt.warm_cells == ["import torch", WARM_MODEL_CELL], "the cell is added once"
-    assert shipped_model.cache_info().currsize == 1, "for the hidden cases the judges' copy is loaded"
+    assert rt.warm_cells == ["import torch", WARM_DECODER_CELL, WARM_MODEL_CELL], "each cell is added once"
+    assert (shipped_model.cache_info().currsize, shipped_decoder.cache_info().currsize) == (1, 1), (
+        "for the hidden cases the judges' copies are loaded")
+
+
+def test_model_loaders_name_what_each_lab_calls():
+    assert {lab: model_loaders(lab) for lab in ("lab01", "lab04", "lab05", "lab07")} == {
+        "lab01": [], "lab04": ["shipped_model", "shipped_decoder"], "lab05": ["shipped_decoder"],
+        "lab07": ["shipped_model"]}
 
 
 def test_labs_whose_visible_cases_do_not_run_the_model_start_nothing():
@@ -57,7 +67,8 @@ lab = sys.argv[1]
 ns = namespace(extract(read(f"solutions/{lab}/{lab}.ipynb"), release_notebook_path(lab)).code)
 for t in get_tests(lab).values():
     run_test(t, ns, visible_only=True)
-print("model loaded:", checks.shipped_model.cache_info().currsize)
+print("transformers' model:", checks.shipped_model.cache_info().currsize)
+print("model loaded:", checks.shipped_decoder.cache_info().currsize)
 """
 
 
@@ -67,6 +78,8 @@ def test_the_warmed_labs_are_those_whose_visible_cases_run_the_model(lab):
     p = subprocess.run([sys.executable, "-c", VISIBLE_CASES, lab], cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-2] == "transformers' model: 0", (
+        f"{lab}'s visible cases load transformers' model: the sandbox of a self-check then imports transformers")
     used = p.stdout.strip().splitlines()[-1] == "model loaded: 1"
     assert used == (lab in VISIBLE_CASES_USE_MODEL), (
         f"{lab}'s visible cases {'use' if used else 'do not use'} the shipped model: "

@@ -51,3 +51,31 @@ def test_a_changed_source_makes_the_file_stale_and_the_value_is_computed(monkeyp
 def test_a_lab_without_a_memo_is_refused_by_name():
     with pytest.raises(ValueError, match="lab01"):
         memo.write("lab01")
+
+
+def test_the_decoder_read_from_files_is_the_transformers_model_s_weights_and_tokens():
+    """checks.shipped_decoder (no transformers import) and CourseDecoder.from_pretrained on
+    checks.shipped_model hold the same weights, give the same logits and the same token ids."""
+    from autograder.checks import shipped_decoder, shipped_model
+    from course.decoder import CourseDecoder
+    from course.tiny_model import LAB_PROMPTS, TOOL_CALL_PROMPTS
+
+    light, tokenizer, eos = shipped_decoder()
+    hf, hf_tokenizer = shipped_model()
+    full = CourseDecoder.from_pretrained(hf)
+    a, b = dict(full.named_parameters()), dict(light.named_parameters())
+    assert a.keys() == b.keys()
+    assert all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
+    assert eos == hf_tokenizer.eos_token_id
+    for text in [*LAB_PROMPTS, *TOOL_CALL_PROMPTS]:
+        assert tokenizer.encode(text).ids == hf_tokenizer.encode(text)
+    ids = torch.tensor([hf_tokenizer.encode(LAB_PROMPTS[0])])
+    with torch.no_grad():
+        assert torch.equal(light(ids), full(ids))
+        assert torch.allclose(light(ids), hf(ids).logits, atol=1e-5, rtol=0)
+
+
+def test_from_safetensors_names_a_folder_without_the_files(tmp_path):
+    from course.decoder import CourseDecoder
+    with pytest.raises(ValueError, match="`folder`.*" + str(tmp_path.name)):
+        CourseDecoder.from_safetensors(tmp_path)

@@ -16,6 +16,7 @@ import torch
 
 import course
 
+from autograder import checks
 from autograder.checks import record, shipped_model, one_thread
 from autograder.core import function
 from ._quality_inputs import QUALITY, QUALITY_BAD, REGRESS, REGRESS_BAD, _quality_set
@@ -78,8 +79,31 @@ CLOCK_START = 10.0     # the server's clock does not start at 0
 QUEUE = CLOCK_START - 2.25   # the request waited 2.25 s before the server picked it up
 
 
+class _NoGradForward:
+    """A model as a plain callable without autograd: ids (1, T) -> logits (1, T, V)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @torch.no_grad()
+    def __call__(self, input_ids):
+        return self.model(input_ids)
+
+
+def tiny_decoder_forward():
+    """The tiny model's weights in the course's decoder, read from its files (no transformers
+    import: the changed-positions cases, the visible one among them, start seconds sooner)."""
+    return _NoGradForward(checks.shipped_decoder()[0])
+
+
+def tiny_prompt():
+    """LAB_PROMPTS[SHIPPED_PROMPT] in token ids (the same ids as shipped_prompt())."""
+    from course.tiny_model import LAB_PROMPTS
+    return [int(t) for t in checks.shipped_decoder()[1].encode(LAB_PROMPTS[SHIPPED_PROMPT]).ids]
+
+
 def changed_tiny_inputs(where):
-    a = shipped_prompt()
+    a = tiny_prompt()
     position = len(a) // 2 if where == "middle" else len(a) - 1
     b = list(a)
     b[position] = (b[position] + 1) % 50  # a different, ordinary token
@@ -94,7 +118,8 @@ class FaintToyLM(ToyCausalLM):
         return super().__call__(input_ids) * 1e-6            # (B, T, V)
 
 
-MODELS = {"toy": ToyCausalLM, "bidirectional": ToyBidirectionalLM, "faint": FaintToyLM, "shipped": shipped_forward}
+MODELS = {"toy": ToyCausalLM, "bidirectional": ToyBidirectionalLM, "faint": FaintToyLM,
+          "tiny_decoder": tiny_decoder_forward}
 DEFAULT_ATOL = None    # in CHANGED: the call leaves atol out, so the signature's default applies
 
 
@@ -105,8 +130,8 @@ def changed_args(model, a, b, atol) -> tuple:
 
 # changed_positions: case -> (model, () -> (a tokens, b tokens), atol or DEFAULT_ATOL)
 CHANGED = {
-    "tiny_model_change_middle_token": ("shipped", lambda: changed_tiny_inputs("middle"), 1e-5),
-    "change_last_token": ("shipped", lambda: changed_tiny_inputs("last"), 1e-5),
+    "tiny_model_change_middle_token": ("tiny_decoder", lambda: changed_tiny_inputs("middle"), 1e-5),
+    "change_last_token": ("tiny_decoder", lambda: changed_tiny_inputs("last"), 1e-5),
     "identical_inputs_change_nothing": ("toy", lambda: (TOY_PROMPT, TOY_PROMPT), 0.0),
     "non_causal_model_changes_everywhere": ("bidirectional", lambda: (TOY_PROMPT, TOY_B), 1e-5),
     "atol_is_a_strict_bound": ("toy", lambda: (TOY_PROMPT, TOY_B), STRICT_ATOL),

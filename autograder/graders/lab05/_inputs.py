@@ -18,7 +18,7 @@ import torch
 import course
 from course.tiny_model import TINY_MODEL_DIR
 
-from autograder.checks import ledger_counts, shipped_model
+from autograder.checks import ledger_counts, shipped_decoder
 from autograder.core import describe, is_raised
 
 CONFIGS = Path(TINY_MODEL_DIR).parent / "configs"     # datasets/configs (the graders may run without __file__)
@@ -219,14 +219,13 @@ def toy_run(decoder_kw, kw):
 
 @lru_cache(maxsize=1)
 def shipped():
-    """(CourseDecoder, three prompts' ids, eos id) of the shipped tiny model, loaded once."""
-    from course.decoder import CourseDecoder
+    """(CourseDecoder, three prompts' ids, eos id) of the shipped tiny model, loaded once
+    from its files (no transformers import: a self-check's sandbox starts seconds sooner)."""
     from course.tiny_model import LAB_PROMPTS
 
-    hf, tokenizer = shipped_model()
-    decoder = CourseDecoder.from_pretrained(hf)
-    prompts = [[int(t) for t in tokenizer.encode(p)] for p in (LAB_PROMPTS[0], LAB_PROMPTS[16], LAB_PROMPTS[19])]
-    return decoder, prompts, int(tokenizer.eos_token_id)
+    decoder, tokenizer, eos = shipped_decoder()
+    prompts = [[int(t) for t in tokenizer.encode(p).ids] for p in (LAB_PROMPTS[0], LAB_PROMPTS[16], LAB_PROMPTS[19])]
+    return decoder, prompts, eos
 
 
 def shipped_requests():
