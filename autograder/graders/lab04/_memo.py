@@ -2,7 +2,7 @@
 (see autograder/memo.py): the two token sequences and the reference's changed positions."""
 from __future__ import annotations
 
-SOURCES = ["course/tiny_model.py", "autograder/reference/lab04.py", "autograder/toy_models.py",
+SOURCES = ["course/tiny_model.py", "course/decoder.py", "autograder/reference/lab04.py", "autograder/toy_models.py",
            "autograder/graders/lab04/probes.py", "autograder/graders/lab04/_memo.py"]
 
 
