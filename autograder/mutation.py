@@ -126,6 +126,11 @@ EQUIVALENT = {
     ("autograder.reference.lab01",
      "plogp = torch.where(probs > 0, probs * torch.log(torch.where(probs > 0, probs, 2.0)), 0.0)"):
         "the placeholder is used only where the outer torch.where already picks 0.0",
+    ("autograder.reference.lab01",
+     "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
+        "the reference still rejects token_id=True, the one bool a case passes it (with ValueError, all "
+        "reference_rejects asks): past the check, softmax(...)[True] is a boolean index, a (1, V) tensor, and "
+        "float() of it raises ValueError; the student's side of that case is judged on its own",
     ("autograder.reference.lab01", "best_t, best_p = None, -2.0"):
         "any start below 0 is beaten by the first probability (probabilities are >= 0)",
     ("autograder.reference.lab01", 'return {"temperature": best_t, "XXprobabilityXX": best_p}'):
@@ -288,10 +293,6 @@ GAPS = {
                           "input_ids.shape[1] != 1:"):
         "every lab03 fixture's prompt is one token long, so no case tells shape[0] from shape[1] (nor checks "
         "usage's input_tokens for a longer prompt); a run with a multi-token prompt would",
-    ("autograder.reference.lab01",
-     "if isinstance(token_id, bool) and not isinstance(token_id, int) or not 0 <= token_id < logits.shape[0]:"):
-        "best_temperature_for_token must reject a bool token_id (True is not a token id); no hidden case "
-        "passes one, so a reference that accepts True as token 1 goes unnoticed",
     # lab06: course.tracing guards the course API against attributes OpenTelemetry cannot store; no lab06
     # clause asks a submission to reject such attributes, so no case hands the reference one
     ("course.tracing", "return True"): "_attr_value_ok: no case gives the reference an attribute value that is "
