@@ -10,7 +10,8 @@ expected values from a small file instead:
     autograder/graders/labNN/_expected.pt     written by `python -m autograder.memo labNN`
                                                (and by `python -m autograder.release labNN`)
 
-A lab lists what goes in its file in autograder/graders/labNN/_memo.py:
+A lab lists what goes in its file in autograder/graders/labNN/expected_memo.py (a judge-side
+module: not `_*.py`, which the sandboxed child is given with the probes):
 
     MEMO = {"key": compute, ...}      compute() -> tensors, lists, ints, floats, strings
     SOURCES = ["course/decoder.py", ...]   the files the values are computed from
@@ -36,11 +37,11 @@ FORMAT = 1
 
 
 def memo_module(lab: str):
-    """autograder.graders.labNN._memo, or None when the lab keeps no memo."""
+    """autograder.graders.labNN.expected_memo, or None when the lab keeps no memo."""
     try:
-        return importlib.import_module(f"autograder.graders.{lab}._memo")
+        return importlib.import_module(f"autograder.graders.{lab}.expected_memo")
     except ModuleNotFoundError as e:
-        if e.name != f"autograder.graders.{lab}._memo":
+        if e.name != f"autograder.graders.{lab}.expected_memo":
             raise
         return None
 
@@ -95,7 +96,7 @@ def write(lab: str) -> Path:
     """Compute every MEMO value of the lab and write its file."""
     import torch
     if memo_module(lab) is None:
-        raise ValueError(f"`lab` {lab!r} keeps no memo (no autograder/graders/{lab}/_memo.py).")
+        raise ValueError(f"`lab` {lab!r} keeps no memo (no autograder/graders/{lab}/expected_memo.py).")
     path = memo_file(lab)
     torch.save({"fingerprint": fingerprint(lab), "values": compute_all(lab)}, path)
     _stored.cache_clear()
@@ -103,7 +104,7 @@ def write(lab: str) -> Path:
 
 
 def labs() -> list[str]:
-    return sorted(p.parent.name for p in (ROOT / "autograder" / "graders").glob("lab*/_memo.py"))
+    return sorted(p.parent.name for p in (ROOT / "autograder" / "graders").glob("lab*/expected_memo.py"))
 
 
 def main(argv=None) -> int:

@@ -36,7 +36,7 @@ from .wire import PROTOCOL, LineReader, TooLarge, encode, mib, send_fds, wait_re
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN_UNDER_ROOT = ("autograder", "solutions", ".git", "course", "labs")
 HARNESS_MODULES = ("__init__", "__main__", "batch", "cli", "gradescope", "release", "reports", "notebook",
-                   "new_lab", "mutation", "plugin")
+                   "new_lab", "mutation", "plugin", "memo")
 CHILD_SOURCE = Path(__file__).resolve().parent / "child.py"
 
 

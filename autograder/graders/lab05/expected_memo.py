@@ -3,7 +3,7 @@ the greedy run on StaticKVCache that the paged cache must reproduce, per (prompt
 from __future__ import annotations
 
 SOURCES = ["course/decoder.py", "course/kv_cache.py", "course/tiny_model.py",
-           "autograder/graders/lab05/_inputs.py", "autograder/graders/lab05/_memo.py"]
+           "autograder/graders/lab05/_inputs.py", "autograder/graders/lab05/expected_memo.py"]
 
 
 def static_greedy(prompt_index: int, steps: int) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 SOURCES = ["course/tiny_model.py", "course/decoder.py", "autograder/reference/lab04.py", "autograder/toy_models.py",
-           "autograder/graders/lab04/probes.py", "autograder/graders/lab04/_memo.py"]
+           "autograder/graders/lab04/probes.py", "autograder/graders/lab04/expected_memo.py"]
 
 
 def changed_on_tiny_model(key: str) -> dict:
