@@ -6,7 +6,10 @@
 - test_lab_in_browser.py: a real JupyterLab, started the way `make lab` starts it, driven by
   headless Chromium through Selenium and Debian's chromium-driver (`make e2e` installs
   chromium, chromium-driver and a CJK font with apt-get when run as root). Screenshots go to
-  e2e/screenshots/ (git-ignored)."""
+  e2e/screenshots/ (git-ignored).
+- test_adversarial_user.py: the grader run by an ordinary user, over the attacks and as the
+  whole adversarial suite; test_preflight_gradebook.py: a corpus graded on both paths with
+  nbgrader's gradebook carrying the isolated scores."""
 from __future__ import annotations
 
 import os

@@ -269,3 +269,46 @@ def _check_lie(recs: dict, leak: str, lying: str, names: list[str], lab: str) ->
     for n in names:
         assert lied[n] <= told[n] < full[n], (lab, n, lied, told)
     assert recs[lying]["score"] <= recs[leak]["score"] < recs[leak]["max_score"], (lab, lied, told)
+
+
+# ---------------------------------------------------------------- the root suite, as an ordinary user
+
+SUITE_USER = "l2ftgrader"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="already running as an ordinary user")
+def test_the_adversarial_suite_passes_as_an_ordinary_user(tmp_path):
+    """autograder/tests/test_adversarial.py (its tests not marked slow), run by a user made
+    with useradd: bubblewrap then makes its namespaces without any privilege. The interpreter
+    may live in a folder only root can enter (/root/.pyenv): a private mount namespace shows
+    the user just that interpreter."""
+    if shutil.which("useradd") is None or shutil.which("unshare") is None:
+        pytest.skip("needs useradd and unshare")
+    if subprocess.run(["id", SUITE_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", SUITE_USER], check=True)
+    home = Path(tempfile.mkdtemp(prefix="l2ft-user-"))      # pytest's own tmp folders are root-only
+    os.chmod(home, 0o755)
+    shutil.chown(home, SUITE_USER, SUITE_USER)
+    script = []
+    for p in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}):
+        parts = Path(p).parts
+        for i in range(1, len(parts)):     # the highest folder others cannot enter: cover it, show p
+            anc = str(Path(*parts[:i]))
+            if not os.stat(anc).st_mode & 0o001:
+                script += [f"mkdir -p /tmp/.l2ft-keep{i}", f"mount --bind {p} /tmp/.l2ft-keep{i}",
+                           f"mount -t tmpfs -o mode=755 l2ft {anc}", f"mkdir -p {p}",
+                           f"mount --move /tmp/.l2ft-keep{i} {p}"]
+                break
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "AUTOGRADER_RECORD_KEY_FILE": str(home / "record.key"),
+           "AUTOGRADER_AS_USER": "1"}
+    pytest_cmd = (f"cd {ROOT} && exec setpriv --reuid={SUITE_USER} --regid={SUITE_USER} --clear-groups "
+                  f"{sys.executable} -m pytest -q -p no:cacheprovider --basetemp={home}/pt "
+                  f"{ROOT / 'autograder' / 'tests' / 'test_adversarial.py'} -m 'not slow' -x")
+    script.append(pytest_cmd)
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-ec", "\n".join(script)],
+                       capture_output=True, text=True, env=env, timeout=1500)
+    shutil.rmtree(home, ignore_errors=True)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout and " error" not in r.stdout
