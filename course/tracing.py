@@ -511,7 +511,9 @@ def histogram_percentile(bucket_counts, boundaries, q) -> float:
     bucket_counts: non-cumulative, len(boundaries) + 1 (last = overflow above the last
     edge). rank = q/100 * total; the answer lies in the first bucket whose cumulative
     count reaches the rank (empty buckets skipped), interpolated linearly between its
-    lower edge (0 for the first bucket) and its upper edge; in the overflow bucket the
+    lower edge (0 for the first bucket) and its upper edge; when the first edge is <= 0
+    an answer in the first bucket is that edge, as in Prometheus (there is no lower edge
+    to interpolate from); in the overflow bucket the
     answer is the last edge (the histogram knows nothing above it). Prometheus agrees
     except at q = 0 with an empty first bucket, where it returns NaN.
     Raises ValueError naming the parameter and showing the bad value: `bucket_counts` of

@@ -39,6 +39,7 @@ spans_from_events(events, tracer)
   | one trace per request                               | one_trace_per_request                             |
   | ValueError for an event of an unknown request       | rejects_token_of_unknown_request                  |
   | ValueError for an event of an ended request         | rejects_event_after_the_end                       |
+  | error.type "_OTHER" when the end names none         | error_without_a_type_is_other                     |
 request_metrics(spans)
   | every key of a finished request                     | stop_request, every_request_of_the_mixed_set      |
   | TTFT from arrival (queue included)                  | ttft_includes_the_queue                           |
@@ -51,13 +52,18 @@ percentile(values, q)
   | type 6: interpolation between ranks                 | median_of_five, interpolates_between_ranks,       |
   |                                                     | p90_of_twenty_interpolates, ties, one_sample      |
   | rank below 1 -> min, at or above n -> max           | p99_of_twenty_is_the_max, p1_of_twenty_is_the_min,|
-  |                                                     | q_0_and_100_are_min_and_max                       |
+  |                                                     | q_0_and_100_are_min_and_max, q_0_is_the_min,      |
+  |                                                     | rank_exactly_n_is_the_max                         |
   | the caller's list keeps its order                   | every value case                                  |
   | ValueError naming the parameter and showing the     | rejects_empty_values, rejects_non_finite_values,  |
   |   value: values (empty, non-finite) / q (range)     | rejects_q_out_of_range                            |
 bucket_counts(values, boundaries), histogram_percentile(bucket_counts, boundaries, q)
   | "le" buckets: a value on an edge is in that bucket  | counts_per_bucket, value_on_an_edge_is_in_that_.. |
   | overflow bucket; no values -> zeros (Python ints)   | overflow_and_empty                                |
+  | counts, not presence: two values in one bucket      | two_values_in_one_bucket                          |
+  | one edge makes two buckets                          | bucket_counts_with_one_edge, histogram_with_one_..|
+  | the count before a bucket sums every bucket before  | counts_before_add_up                              |
+  | a first edge <= 0: the first bucket answers it      | first_edge_at_or_below_zero                       |
   | interpolation inside a bucket, the first from 0     | interpolates_inside_a_bucket, first_bucket_sta..  |
   | in the overflow bucket -> the last edge             | overflow_reports_the_last_edge                    |
   | empty buckets skipped                               | skips_empty_buckets                               |
@@ -68,7 +74,7 @@ group_percentiles(rows, by, edges, metric, qs=(50, 95, 99))
   | edges inclusive above                               | edges_are_inclusive_above                         |
   | an empty group has n = 0 and None, never 0          | empty_group_is_not_zero                           |
   | None values skipped                                 | tpot_skips_one_token_requests                     |
-  | keys p{q:g} for the qs asked                        | percentiles_named_by_qs                           |
+  | keys p{q:g} for the qs asked (q = 0 among them)     | percentiles_named_by_qs, q_0_is_each_groups_min   |
   | ValueError for edges not strictly increasing        | rejects_decreasing_edges, rejects_repeated_edges  |
 first_deviation(baseline, incident, threshold=0.25)
   | the stage and evidence of every incident set        | diagnoses_* (seven sets)                          |
@@ -76,6 +82,10 @@ first_deviation(baseline, incident, threshold=0.25)
   | noise is no deviation (None)                        | noise_is_not_a_deviation                          |
   | a check one side has no value of is skipped         | skips_a_metric_one_side_lacks                     |
   | a share deviates by its absolute growth             | share_growth_is_absolute                          |
+  | "more than": growth of exactly the threshold is     | growth_of_exactly_the_threshold_is_noise          |
+  |   noise (a share and a median)                      |                                                   |
+  | cut_off: finish reason length OR cancelled          | cancelled_counts_as_cut_off                       |
+  | non-empty lists: one request each is enough         | one_request_each                                  |
 trace_record(spans, *, tokenizer_version)
   | schema-valid, equal to the reference on every       | stop_request_record, every_ending,                |
   |   ending (a request cancelled in the queue too)     | cancelled_in_queue                                |
@@ -86,7 +96,10 @@ to_chrome_trace(spans, counters=())
   | one track per request, named by an "M" event        | one_track_per_request, units_are_microseconds     |
   | stages nest inside their root on each track         | spans_nest_on_each_track                          |
   | an "i" instant per token, on its request's track    | tokens_are_instants_on_their_track                |
-  | a "C" event per counter sample                      | counters_are_c_events                             |
+  | a "C" event per counter sample, pid 1               | counters_are_c_events                             |
+  | tracks tid 1, 2, ... in order of arrival            | tracks_numbered_by_arrival                        |
+  | roots listed before the children that start with    | roots_before_their_children                       |
+  |   them                                              |                                                   |
 """
 LAB = "lab06"
 

@@ -134,7 +134,20 @@ def no_prefill(rows: list[dict]) -> list[dict]:
     return [{**r, "prefill": None} for r in rows]
 
 
-TRANSFORMS = {None: lambda rows: rows, "slow_decode": slow_decode, "no_prefill": no_prefill}
+def half_cancelled(rows: list[dict]) -> list[dict]:
+    """`rows` whose every other request (the first, third, ...) was cancelled, its output judged wrong."""
+    return [{**r, "finish_reason": "cancelled", "wrong": True} if i % 2 == 0 else r for i, r in enumerate(rows)]
+
+
+def tokens(n: int):
+    """A change of rows: every request produced `n` output tokens."""
+    return lambda rows: [{**r, "output_tokens": n} for r in rows]
+
+
+TRANSFORMS = {None: lambda rows: rows, "slow_decode": slow_decode, "no_prefill": no_prefill,
+              "first_row": lambda rows: rows[:1], "half_cancelled": half_cancelled,
+              "cut_quarter": lambda rows: cut_share(rows, 0.25), "cut_half": lambda rows: cut_share(rows, 0.5),
+              "tokens_8": tokens(8), "tokens_11": tokens(11)}
 
 
 def _plain_attr(v):
@@ -178,6 +191,28 @@ def spans(ns, name: str) -> dict:
     provider, exporter = _provider()
     try:
         out = fn(request_set(name)["events"], provider.get_tracer("student"))
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        return {"result": raised(e), "spans": dump_spans(exporter.get_finished_spans())}
+    return {"result": None if out is None else "returned a value", "spans": dump_spans(exporter.get_finished_spans())}
+
+
+# a request that fails without naming its error's type: error.type is "_OTHER" (the conventions' fallback)
+ERROR_WITHOUT_TYPE = [{"time": 0.0, "event": "arrive", "request_id": "r0", "attributes": {"gen_ai.request.model": "m"}},
+                      {"time": 0.1, "event": "stage", "request_id": "r0", "stage": "prefill"},
+                      {"time": 0.2, "event": "token", "request_id": "r0"},
+                      {"time": 0.2, "event": "stage", "request_id": "r0", "stage": "decode"},
+                      {"time": 0.25, "event": "end", "request_id": "r0", "finish_reason": "error"}]
+EVENT_LOGS = {"error_without_type": ERROR_WITHOUT_TYPE}
+
+
+def spans_of_log(ns, name: str) -> dict:
+    """`spans` on the event log EVENT_LOGS[name] instead of a request set's."""
+    fn = function(ns, "spans_from_events")
+    provider, exporter = _provider()
+    try:
+        out = fn(copy.deepcopy(EVENT_LOGS[name]), provider.get_tracer("student"))
     except NotImplementedError:
         raise
     except Exception as e:
@@ -284,6 +319,14 @@ def deviation_shares(ns, pairs: list) -> list:
     fn = function(ns, "first_deviation")
     return [_call(fn, cut_share(rows_of("trace_baseline"), b), cut_share(rows_of("trace_baseline"), i))
             for b, i in pairs]
+
+
+def deviation_pairs(ns, pairs: list) -> list:
+    """first_deviation(TRANSFORMS[b](rows of trace_baseline), TRANSFORMS[i](rows of trace_baseline)) for each
+    (b, i) of `pairs`."""
+    fn = function(ns, "first_deviation")
+    base = rows_of("trace_baseline")
+    return [_call(fn, TRANSFORMS[b](copy.deepcopy(base)), TRANSFORMS[i](copy.deepcopy(base))) for b, i in pairs]
 
 
 def trace_records(ns, name: str, ids: list) -> list:

@@ -22,6 +22,9 @@ HQ_HINT = ("rank = q/100 * total; find the first non-empty bucket whose cumulati
            "interpolate from its lower edge (0 for the first bucket) to its upper edge; in the overflow bucket "
            "return the last edge.")
 
+HQ_HINT_LE0 = ("When the first edge is <= 0 the first bucket has no lower edge to interpolate from: an answer in "
+               "that bucket is boundaries[0] (as Prometheus does); every other bucket interpolates as usual.")
+
 
 def ints(e, g):
     return isinstance(g, list) and g == e and all(type(x) is int for x in g)
@@ -49,6 +52,22 @@ def row(name, fn_name, calls, hint, *, points=1, visible=False):
         HQ_HINT),
     row("overflow_reports_the_last_edge", "histogram_percentile",
         [("[1, 0, 0, 3], edges, 99", ([1, 0, 0, 3], EDGES, 99))], HQ_HINT),
+    # [0.2, 0.3] both in (0.1, 0.5]: [0, 2, 1, 0]
+    row("two_values_in_one_bucket", "bucket_counts", [("[0.2, 0.3, 0.7], edges", ([0.2, 0.3, 0.7], EDGES))],
+        LE_HINT),
+    # one edge, two buckets: v <= 0.5 and the overflow; [1, 1]
+    row("bucket_counts_with_one_edge", "bucket_counts", [("[0.3, 0.7], [0.5]", ([0.3, 0.7], [0.5]))], LE_HINT),
+    # rank 0.5 of 1 in the first bucket [0, 0.5]: 0.25
+    row("histogram_with_one_edge", "histogram_percentile", [("[1, 0], [0.5], 50", ([1, 0], [0.5], 50))], HQ_HINT),
+    # rank 2.25 of 3: two samples before the third bucket (0.5, 1.0], 0.5 + 0.5 * 0.25 / 1 = 0.625
+    row("counts_before_add_up", "histogram_percentile", [("[1, 1, 1, 0], edges, 75", ([1, 1, 1, 0], EDGES, 75))],
+        HQ_HINT),
+    # a first edge <= 0 (Prometheus): the first bucket answers that edge; the others interpolate as usual
+    row("first_edge_at_or_below_zero", "histogram_percentile",
+        [("[0, 2, 0, 0], [0.0, 0.5, 1.0], 50", ([0, 2, 0, 0], [0.0, 0.5, 1.0], 50)),      # 0 + 0.5 * 1 / 2 = 0.25
+         ("[2, 0, 0, 0], [0.0, 0.5, 1.0], 50", ([2, 0, 0, 0], [0.0, 0.5, 1.0], 50)),      # 0.0
+         ("[2, 0, 0, 0], [-1.0, 0.5, 1.0], 50", ([2, 0, 0, 0], [-1.0, 0.5, 1.0], 50))],   # -1.0
+        HQ_HINT_LE0),
     row("skips_empty_buckets", "histogram_percentile",
         [("[0, 0, 2, 0], edges, 0", ([0, 0, 2, 0], EDGES, 0)), ("[2, 0, 2, 0], edges, 50", ([2, 0, 2, 0], EDGES, 50))],
         HQ_HINT),

@@ -26,9 +26,14 @@ TOKEN_HINT = ("Each \"token\" event of a span becomes {\"ph\": \"i\", \"s\": \"t
               "\"pid\": .., \"tid\": its request's track}: an instant on that request's track.")
 ARGS_HINT = ("Each \"X\" event's args are its span's attributes as plain JSON values (a tuple becomes a list), "
              "the root's GenAI and course.* attributes among them.")
+STAGES = ("queue", "prefill", "decode", "parse", "side_effect")     # the child spans; any other name is a root
 UNIT_HINT = "The trace says its display unit: {\"traceEvents\": [...], \"displayTimeUnit\": \"ms\"}."
-COUNTER_HINT = ("One {\"ph\": \"C\", \"name\": name, \"ts\": us, \"pid\": .., \"args\": {\"value\": value}} per "
+COUNTER_HINT = ("One {\"ph\": \"C\", \"name\": name, \"ts\": us, \"pid\": 1, \"args\": {\"value\": value}} per "
                 "counter sample.")
+NUMBER_HINT = ("Number the tracks 1, 2, ... in order of arrival (the earliest root span first): tid 1 is the first "
+               "request to arrive, and its \"M\" thread_name event says so.")
+ORDER_HINT = ("List a root's \"X\" event before the \"X\" events of its children that start at the same time "
+              "(sort a request's spans by start time, the root first on a tie), so viewers nest them.")
 
 
 def tracks(trace, what):
@@ -60,9 +65,20 @@ def tracks(trace, what):
             instants.setdefault(names.get((e.get("pid"), e.get("tid"))), []).append(
                 (str(e.get("name")), round(float(e.get("ts", -1)), 3)))
     instants = {rid: sorted(v) for rid, v in instants.items()}
-    counters = sorted((e.get("name"), round(float(e.get("ts", -1)), 3), json.dumps(e.get("args"), sort_keys=True))
-                      for e in ev if e.get("ph") == "C")
+    counters = sorted((e.get("name"), round(float(e.get("ts", -1)), 3), json.dumps(e.get("args"), sort_keys=True),
+                       json.dumps(e.get("pid"))) for e in ev if e.get("ph") == "C")
     return names, xs, counters, instants, args
+
+
+def root_listed_late(xs, names):
+    """(request id, root name, [children]) of the first track whose root "X" event comes after a child
+    starting at the same time, in the order the trace lists them; None when every root comes first."""
+    for key, events in xs.items():
+        for k, x in enumerate(events):
+            late = [c["name"] for c in events[:k] if c["name"] in STAGES and float(c["ts"]) == float(x["ts"])]
+            if x["name"] not in STAGES and late:
+                return names.get(key), x["name"], late
+    return None
 
 
 def judge_tracks(g_names, g_xs, expected, hint):
@@ -77,11 +93,11 @@ def judge_tracks(g_names, g_xs, expected, hint):
         if rid in named:
             raise Fail(f"request {rid!r} is spread over several tracks", hint=hint)
         named[rid] = sorted((x["name"], round(float(x["ts"]), 3), round(float(x["dur"]), 3)) for x in events)
-    for rid, e in sorted(expected.items()):
-        g = named.get(rid)
+    for rid in sorted(set(expected) | set(named), key=str):
+        e, g = expected.get(rid), named.get(rid)
         if g != e:
             raise Fail(f"the \"X\" events on the track of {rid!r} (name, ts, dur) are wrong",
-                       expected=e[:6], got=(g or [])[:6], hint=hint)
+                       expected=(e or [])[:6], got=(g or [])[:6], hint=hint)
 
 
 def judge_nesting(g_xs, expected, hint):
@@ -116,6 +132,11 @@ def judge_nesting(g_xs, expected, hint):
          fixture="trace_paths"),
     case("counters_are_c_events", "trace_queue_cancel", "counters", COUNTER_HINT,
          probe=("chrome", "trace_queue_cancel"), fixture="trace_queue_cancel"),
+    case("tracks_numbered_by_arrival", "trace_mixed", "numbers", NUMBER_HINT, probe=("chrome", "trace_mixed"),
+         fixture="trace_mixed"),
+    # r05 is cancelled in the queue: its root and its queue span start and end together
+    case("roots_before_their_children", "trace_queue_cancel", "order", ORDER_HINT,
+         probe=("chrome", "trace_queue_cancel"), fixture="trace_queue_cancel"),
 ])
 def test_chrome_trace(observation, name, aspect, hint):
     """The export's tracks, "X" events (us), nesting and "C" counters against the reference's."""
@@ -130,10 +151,11 @@ def test_chrome_trace(observation, name, aspect, hint):
     if aspect == "nesting":
         judge_nesting(g_xs, expected, hint)
     if aspect == "instants":
-        for rid, e in sorted(e_instants.items()):
-            if g_instants.get(rid) != e:
+        for rid in sorted(set(e_instants) | set(g_instants), key=str):
+            e, g = e_instants.get(rid), g_instants.get(rid)
+            if g != e:
                 raise Fail(f"the \"i\" token events on the track of {rid!r} (name, ts us) are wrong",
-                           expected=e[:6], got=(g_instants.get(rid) or [])[:6], hint=hint)
+                           expected=(e or [])[:6], got=(g or [])[:6], hint=hint)
     if aspect == "args":
         for rid, e in sorted((k, v) for k, v in e_args.items() if k is not None):
             if g_args.get(rid) != e:
@@ -142,6 +164,25 @@ def test_chrome_trace(observation, name, aspect, hint):
     if aspect == "unit" and got.get("displayTimeUnit") != e_trace["displayTimeUnit"]:
         raise Fail("the trace's \"displayTimeUnit\" is wrong", expected=e_trace["displayTimeUnit"],
                    got=got.get("displayTimeUnit"), hint=hint)
+    if aspect == "numbers":
+        e_tracks = {tid: rid for (_, tid), rid in e_names.items()}
+        g_tracks = {tid: rid for (_, tid), rid in g_names.items()}
+        if g_tracks != e_tracks:
+            wrong = [tid for tid in sorted(e_tracks) if g_tracks.get(tid) != e_tracks[tid]][:6]
+            raise Fail("the tracks (tid: the request id its thread_name event names) are wrong",
+                       expected={tid: e_tracks[tid] for tid in wrong},
+                       got={tid: g_tracks.get(tid) for tid in wrong} or g_tracks, hint=hint)
+    if aspect == "order":
+        # grader integrity: the reference's export lists its roots first too (a judge of the student's
+        # order alone would pass any order of the expected export)
+        if root_listed_late(e_xs, e_names) is not None:
+            raise Fail("grader error: the expected export lists a root after a child that starts with it",
+                       got=root_listed_late(e_xs, e_names),
+                       hint="This is a fault in the grader, not in your code: tell the course staff.")
+        late = root_listed_late(g_xs, g_names)
+        if late is not None:
+            raise Fail(f"on the track of {late[0]!r}, the root {late[1]!r} is listed after its children {late[2]} "
+                       "that start with it", hint=hint)
     if aspect == "counters" and g_counters != e_counters:
         raise Fail("the \"C\" counter events (name, ts us, args) are wrong", expected=e_counters[:6],
                    got=g_counters[:6], hint=hint)

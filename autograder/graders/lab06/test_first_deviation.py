@@ -82,3 +82,39 @@ def test_share_growth_is_absolute(observation):
                        hint="A share deviates when it grows by more than threshold in absolute terms "
                             "(incident share - baseline share > 0.25), not relative to the baseline share: "
                             "from 0.5 to 0.7 is no deviation.")
+
+
+EDGE_HINT = ("Follow the table to the letter: a median deviates when incident - baseline > threshold * baseline + "
+             "MIN_DELTA, a share when incident - baseline > threshold: growth of exactly that much is no "
+             "deviation; the cut_off share counts finish reasons length AND cancelled; one request on each side "
+             "is enough to compare.")
+
+
+def pairs_row(name, pairs, *, points=1):
+    return case(name, pairs, probe=("deviation_pairs", pairs), points=points, fixture="trace_baseline")
+
+
+@pytest.mark.parametrize("pairs", [
+    # one request on each side (the contract asks only non-empty lists): the same request, no deviation
+    pairs_row("one_request_each", [["first_row", "first_row"]]),
+    # 12 of the 24 requests cancelled (and so wrong): the cut_off share grows 0.0 -> 0.5, finish_reason
+    pairs_row("cancelled_counts_as_cut_off", [[None, "half_cancelled"]]),
+    # growth of exactly the threshold: cut-off share 0.25 -> 0.5 (6 -> 12 of 24), and output_tokens medians
+    # 8 -> 11 (0.25 * 8 + 1 = 3): neither is "more than", so None both times
+    pairs_row("growth_of_exactly_the_threshold_is_noise", [["cut_quarter", "cut_half"], ["tokens_8", "tokens_11"]]),
+])
+def test_diagnosis_of_changed_rows(observation, pairs):
+    """The reference's diagnosis (stage and evidence, or None) of trace_baseline's rows changed on each side."""
+    for (b, i), got in zip(pairs, records(observation, len(pairs))):
+        call = f"first_deviation(<baseline rows, {b or 'as they are'}>, <baseline rows, {i}>)"
+        got = result_of({"result": got}, call, EDGE_HINT)
+        base = rows_of("trace_baseline")
+        expected = ref.first_deviation(TRANSFORMS[b](base), TRANSFORMS[i](base))
+        if expected is None or got is None or not isinstance(got, dict):
+            if got != expected:
+                raise Fail(f"{call} is wrong", expected=expected, got=describe(got), hint=EDGE_HINT)
+            continue
+        for key in ("stage", "metric", "baseline", "incident"):
+            ev, gv = expected[key], got.get(key)
+            if not (ev == gv if isinstance(ev, str) else same(ev, gv, 1e-9)):
+                raise Fail(f"{call}: {key!r} is wrong", expected=ev, got=gv, hint=EDGE_HINT)

@@ -36,6 +36,8 @@ def row(name, set_name, by, edges, metric, *, qs=None, points=1, visible=False):
     row("tpot_skips_one_token_requests", "trace_mixed", "output_tokens", [1, 8, 64], "tpot"),
     row("e2e_by_concurrency", "trace_kv_cache_incident", "concurrency", [2, 4, 8], "e2e"),
     row("percentiles_named_by_qs", "trace_mixed", "input_tokens", [128, 512, 1024], "ttft", qs=[25, 99.9]),
+    # q = 0 is a percentile too (each group's smallest value, under "p0")
+    row("q_0_is_each_groups_min", "trace_mixed", "input_tokens", [128, 512, 1024], "ttft", qs=[0, 50]),
 ])
 def test_groups(observation, name, by, edges, metric, qs):
     """One dict per group (len(edges) + 1), each with the reference's lo, hi, n and percentiles."""

@@ -30,6 +30,8 @@ def row(name, values, q, *, points=1, visible=False):
     row("ties", [0.3, 0.3, 0.3, 0.9], 50),
     row("one_sample", [0.42], 95),
     row("q_0_and_100_are_min_and_max", [2.0, 9.0, 4.0], 100),
+    row("q_0_is_the_min", [2.0, 9.0, 4.0], 0),                  # h = 0: the smallest value, 2.0
+    row("rank_exactly_n_is_the_max", [2.0, 9.0, 4.0], 75),      # h = 4 * 0.75 = 3 = n: the largest, 9.0
 ])
 def test_percentile(observation, values, q):
     """The type-6 percentile of the values, with the caller's list left in its order."""

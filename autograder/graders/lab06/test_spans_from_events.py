@@ -14,7 +14,7 @@ from autograder.core import Fail, describe, is_raised
 from autograder.reference import lab06 as ref
 
 from .judging import case, must_value_error, records, view
-from .probes import GHOST_TOKEN, OTHER_SETS, TOKEN_AFTER_END, dump_spans, request_set
+from .probes import EVENT_LOGS, GHOST_TOKEN, OTHER_SETS, TOKEN_AFTER_END, dump_spans, request_set
 
 pytestmark = pytest.mark.cell("spans_from_events_builds_the_tree",
                               description="spans_from_events: one root per request, stage children, token events, "
@@ -44,10 +44,11 @@ def spans_view(obs) -> dict:
     return view(obs["spans"])
 
 
-def judge_spans(obs, name, aspects, hint):
-    """The student's spans of set `name` against the reference's, on the `aspects` named."""
+def judge_spans(obs, name, aspects, hint, events=None):
+    """The student's spans of set `name` (or of the event log `events`) against the reference's, on the
+    `aspects` named."""
     got = spans_view(obs)
-    expected = view(dump_spans(ref.expected_spans(request_set(name)["events"])))
+    expected = view(dump_spans(ref.expected_spans(request_set(name)["events"] if events is None else events)))
     missing = sorted(set(expected) - set(got))
     if missing:
         raise Fail(f"no finished root span for requests {missing[:5]}", expected=sorted(expected),
@@ -115,6 +116,17 @@ def judge_spans(obs, name, aspects, hint):
 def test_spans_of_a_set(observation, name, aspects, hint):
     """The root and stage spans, token events, attributes and status of every request of the set."""
     judge_spans(observation, name, aspects, hint)
+
+
+OTHER_HINT = ("A request that ends with finish reason error gets error.type from the end event's attributes; "
+              "when they name none, error.type is \"_OTHER\" (the OpenTelemetry conventions' fallback).")
+
+
+@pytest.mark.probe("spans_of_log", "error_without_type")
+def test_error_without_a_type_is_other(observation):
+    """A failed request whose end event names no error type gets error.type "_OTHER" on its root."""
+    judge_spans(observation, "an error without a type", ["tree", "attributes", "status"], OTHER_HINT,
+                events=EVENT_LOGS["error_without_type"])
 
 
 @pytest.mark.probe("spans_every_set")

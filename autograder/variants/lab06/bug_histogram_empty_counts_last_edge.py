@@ -18,6 +18,8 @@ def histogram_percentile(bucket_counts, boundaries, q):
         if count > 0 and before + count >= rank:
             if i == len(boundaries):
                 return float(boundaries[-1])
+            if i == 0 and boundaries[0] <= 0:
+                return float(boundaries[0])
             lower = 0.0 if i == 0 else boundaries[i - 1]
             return lower + (boundaries[i] - lower) * (rank - before) / count
         before += count

@@ -37,6 +37,8 @@ def histogram_percentile(bucket_counts, boundaries, q):
         if count and before + count >= rank:
             if i == len(boundaries):
                 return float(boundaries[-1])
+            if i == 0 and boundaries[0] <= 0:
+                return float(boundaries[0])
             lower = boundaries[i - 1] if i else 0.0
             return lower + (boundaries[i] - lower) * (rank - before) / count
         before += count

@@ -131,6 +131,8 @@ def histogram_percentile(bucket_counts, boundaries, q):
             break
     if i == len(boundaries):
         return float(boundaries[-1])
+    if i == 0 and boundaries[0] <= 0:      # no lower edge to interpolate from (Prometheus)
+        return float(boundaries[0])
     lo = boundaries[i - 1] if i else 0.0
     below = cumulative[i] - c
     return float(lo + (boundaries[i] - lo) * (rank - below) / c)

@@ -136,6 +136,8 @@ def histogram_percentile(bucket_counts, boundaries, q):
         i += 1
     if i == len(boundaries):
         return float(boundaries[-1])
+    if i == 0 and boundaries[0] <= 0:
+        return float(boundaries[0])
     lower = boundaries[i - 1] if i > 0 else 0.0
     below = cum[i] - bucket_counts[i]
     return lower + (boundaries[i] - lower) * (rank - below) / bucket_counts[i]
