@@ -5,6 +5,21 @@ GAPS: a clause no hidden case exercises yet (what a case would have to do).
 Keys are (module, the mutated line as mutmut writes it, stripped), as in mutation.EQUIVALENT.
 """
 
-EQUIVALENT: dict[tuple[str, str], str] = {}
+EQUIVALENT: dict[tuple[str, str], str] = {
+    # course.tracing guards the course API (RequestTracer) against attributes OpenTelemetry cannot
+    # store. lab06's contract (spans_from_events' docstring) asks no error for them, and the SDK
+    # itself drops such an attribute with a warning, so a correct submission may do either: no
+    # case can judge it, as with the event kinds the contract does not list
+    ("course.tracing", "return True"):
+        "_attr_value_ok: differs only for an attribute value that is not a str, bool, int, finite float "
+        "or a list of them, which lab06's contract neither passes nor asks to reject",
+    ("course.tracing", "if not isinstance(k, str) and not k:"):
+        "_check_attributes: differs only for an attribute key that is empty or not a string, which lab06's "
+        "contract neither passes nor asks to reject",
+}
 
-GAPS: dict[tuple[str, str], str] = {}
+GAPS: dict[tuple[str, str], str] = {
+    ("course.tracing", "if request_id in self.open and request_id in self.done:"):
+        "a request id that arrives a second time: the contract rejects an event of a request that has already "
+        "ended, but no case sends an arrive of an ended (or open) request id",
+}
