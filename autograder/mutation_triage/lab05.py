@@ -5,6 +5,96 @@ GAPS: a clause no hidden case exercises yet (what a case would have to do).
 Keys are (module, the mutated line as mutmut writes it, stripped), as in mutation.EQUIVALENT.
 """
 
-EQUIVALENT: dict[tuple[str, str], str] = {}
+_REF, _KV = "autograder.reference.lab05", "course.paged_kv"
+_MESSAGE = "error-message text (a judge checks the student's message, never the reference's)"
+_REPR = "__repr__ text, which no judge reads"
+_APPEND_INPUT = ("append's input check: differs only for k/v that are not (1, H, t, D) tensors of the pool's dtype "
+                 "and device, which lab05's contract rules out and asks no error for (the decoder passes valid ones)")
+_LAYER = ("differs only for a layer outside [0, n_layer) or not an int, which lab05's contract rules out and asks "
+          "no error for (the decoder passes 0 .. n_layer - 1)")
+_GROW = ("_grow_to computes the blocks still missing itself and takes none when they suffice, so calling it more "
+         "often changes nothing")
 
-GAPS: dict[tuple[str, str], str] = {}
+EQUIVALENT: dict[tuple[str, str], str] = {
+    # autograder/reference/lab05.py
+    (_REF, "if not isinstance(input_ids, torch.Tensor) and input_ids.dim() != 2 or input_ids.shape[0] != 1 \\"):
+        "differs only for input_ids that are not a tensor, which run_request's contract ((1, T0) long) rules out "
+        "and asks no error for",
+    (_REF, "got = None"): "error-message text (`got` is only shown in the message)",
+    (_REF, 'return result(FinishReason.ERROR, f"XXrefused: {input_ids.shape[1]} + {max_tokens} - 1 = {longest} '
+           'tokens XX"'): _MESSAGE + " (the refusal's wording)",
+    (_REF, "start = clock() if clock is not None else 1.0"): "`start` is read only when there is a deadline",
+    (_REF, 'results = [{"tokens": [], "XXfinish_reasonXX": None, "preemptions": 0, "error": None} for _ in range(n)]'):
+        "every request's finish_reason is set before serve_all returns (at its refusal or its last token), so the "
+        "initial None is never seen",
+    (_REF, 'error=f"XXrefused: needs {need} blocks, the pool has {pool.num_blocks}XX")'):
+        _MESSAGE + " (the refusal's wording)",
+    **{(_REF, line): "solo_tokens' default pool: a toy request's tokens do not depend on the pool it runs alone on "
+                     "(the cache gives back what was written), and every served request of the cases fits 64 blocks "
+                     "of 4 and 65 blocks of 5 alike"
+       for line in ("def solo_tokens(decoder, prompt, max_tokens, eos_token_id=None, pool_blocks=65, block_size=4) "
+                    "-> list[int]:",
+                    "def solo_tokens(decoder, prompt, max_tokens, eos_token_id=None, pool_blocks=64, block_size=5) "
+                    "-> list[int]:")},
+    # course/paged_kv.py
+    (_KV, '("XXdtype_bytesXX", dtype_bytes)):'): "error-message text (the parameter name check_int shows)",
+    (_KV, 'super().__init__(f"XXout of KV blocks: need {needed}, {free} free of {total}.XX")'):
+        "OutOfBlocks' message; the judges compare the exception's type only",
+    (_KV, 'check_int("block_id", block_id, 0, self.num_blocks + 1)'):
+        "refcount of an id past the pool: IndexError instead of ValueError; the contract asks no error for it",
+    (_KV, 'return (f"XXBlockAllocator(num_blocks={self.num_blocks}, block_size={self.block_size}, XX"'): _REPR,
+    (_KV, "if not isinstance(dtype, torch.dtype) and not dtype.is_floating_point:"):
+        "differs only for a dtype that is not a floating torch.dtype: lab05's KVPool is given in the setup cell, "
+        "validates nothing, and every pool a judge builds is float32",
+    (_KV, 'return (f"XXKVPool(n_layer={self.n_layer}, n_kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, XX"'):
+        _REPR,
+    (_KV, "self._runs: list[tuple[int, int]] = None"):
+        "_runs is read only when the table is not empty, and every table is set through _set_table, which sets it",
+    (_KV, "if start + t >= len(self._table) * bs:"): _GROW,
+    (_KV, "if start + t > len(self._table) / bs:"): _GROW,
+    (_KV, "if missing >= 0:"): "allocate(0) takes nothing and leaves num_used and high_water as they were",
+    (_KV, "if not is_int(layer) or not 0 <= layer <= self.pool.n_layer:"): _LAYER,
+    (_KV, "if not is_int(layer) and not 0 <= layer < self.pool.n_layer:"): _LAYER,
+    (_KV, "if not isinstance(x, torch.Tensor) and x.dim() != 4:"): _APPEND_INPUT,
+    (_KV, "got = None"): "error-message text (`got` is only shown in the message)",
+    (_KV, "if B != 1 and H != p.n_kv_heads or D != p.head_dim or t < 1:"): _APPEND_INPUT,
+    (_KV, "if x.dtype != p.dtype and x.device.type != p.device.type:"): _APPEND_INPUT,
+    (_KV, 'return f"XXPagedKVCache(length={self.length}, blocks={self._table})XX"'): _REPR,
+}
+
+_ALLOC_CASE = ("a case on BlockAllocator(1, 16) that reads num_blocks and block_size (the contract: 'attributes, as "
+               "given') and allocates its one block would kill it")
+_OUTSIDE = ("not computed by any lab05 judge: the method serves lab07's engine and the notebook's demos (tests/"
+            "test_paged_kv.py covers it); SCOPE for course.paged_kv at method level would leave it out")
+
+GAPS: dict[tuple[str, str], str] = {
+    (_KV, 'self.num_blocks = check_int("num_blocks", num_blocks, 2)'):
+        "no case builds a pool of one block; " + _ALLOC_CASE,
+    (_KV, "self.block_size = None"): "no case reads the allocator's block_size; " + _ALLOC_CASE,
+    (_KV, 'self.block_size = check_int("block_size", block_size, 2)'):
+        "no judge builds the reference's pool with blocks of 1 (the parity case with blocks of 1 computes its "
+        "expectations by arithmetic): a run_request or serve_all case on blocks of 1 would kill it",
+    (_KV, 'for b in self._check_ids("block_ids", block_ids, uses=True):'):
+        "share([b, b]) of a block with one user: 'one more user for each id' gives b two more (both correct "
+        "variants do); a share_counts_each_listed_id sequence would kill it",
+    **{(_KV, line): "KVPool.for_decoder: " + _OUTSIDE
+       for line in ('cfg = getattr(decoder, "XXconfigXX", None)', "cfg = None",
+                    'if cfg is not None or not hasattr(cfg, "head_dim") or not hasattr(decoder, "wte"):',
+                    'if cfg is None or  hasattr(cfg, "head_dim") or not hasattr(decoder, "wte"):',
+                    'if cfg is None or not hasattr(cfg, "XXhead_dimXX") or not hasattr(decoder, "wte"):',
+                    'if cfg is None or not hasattr(cfg, "head_dim") or  hasattr(decoder, "wte"):',
+                    'if cfg is None or not hasattr(cfg, "head_dim") or not hasattr(decoder, "XXwteXX"):',
+                    'if cfg is None and not hasattr(cfg, "head_dim") or not hasattr(decoder, "wte"):',
+                    "deleted: @classmethod")},
+    (_KV, "return self.k.nbytes - self.v.nbytes"): "KVPool.bytes_total: " + _OUTSIDE,
+    **{(_KV, line): "KVPool.cache_factory: " + _OUTSIDE
+       for line in ("want = None", "have = None", "if want == have:", "if spec.batch == 1:", "if spec.batch != 2:")},
+    **{(_KV, line): "PagedKVCache.share_prefix (an ungraded exercise of lab05): " + _OUTSIDE
+       for line in ("if source.pool is  self.pool:", "if self._table and max(self.filled):",
+                    'check_int("n_tokens", n_tokens, 1, source.length)', "if n_tokens / self.pool.block_size:",
+                    "shared = source._table[: n_tokens / self.pool.block_size]", "shared = None",
+                    "self.filled = [n_tokens] / self.pool.n_layer", "self.filled = None")},
+    **{(_KV, line): "ANSWERS_FOR marks the module for the sandbox (which lab's answers it holds); no judge reads "
+                    "it: a SCOPE entry naming course.paged_kv's functions and classes leaves it out"
+       for line in ('ANSWERS_FOR = "XXlab05XX"', "ANSWERS_FOR = None")},
+}

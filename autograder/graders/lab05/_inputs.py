@@ -36,6 +36,11 @@ HAND_CONFIGS = {
     # neither dtype nor torch_dtype: float32
     "no number type": {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
                        "hidden_size": 16},
+    # the two rows of DTYPE_BYTES no shipped config uses: 8 bytes, and 1 byte (written as `dtype`)
+    "float64": {"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "hidden_size": 8,
+                "torch_dtype": "float64"},
+    "float8_e4m3fn": {"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+                      "hidden_size": 32, "dtype": "float8_e4m3fn"},
 }
 
 
@@ -193,10 +198,12 @@ def toy_path():
 def toy_run(decoder_kw, kw):
     """A fresh toy decoder (on a FakeClock that advances 1.0 per call) and the run's keyword
     arguments with the symbolic ones made real: cancel_after=n, deadline (on that clock),
-    on_token {"raise_at": n} or "record", eos_token_id "eos", content_filter "block"."""
+    on_token {"raise_at": n} or "record", eos_token_id "eos", content_filter "block". The
+    prompt is TOY_PROMPT unless kw names another ("prompt": list of ids): decoder.prompt."""
     clock = course.FakeClock(5.0)
     decoder = ToyPagedLM(clock=clock, **(decoder_kw or {}))
     kw = copy.deepcopy(dict(kw))
+    decoder.prompt = list(kw.pop("prompt", TOY_PROMPT))
     if "cancel_after" in kw:
         kw["cancel"] = CancelAfter(decoder, kw.pop("cancel_after"))
     if "deadline" in kw:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import Input, rejects, result_of
+from autograder.checks import Input, reference_rejects, rejects, result_of
 from autograder.core import Fail, describe
 from autograder.reference import lab05 as ref
 
@@ -51,9 +51,11 @@ def judge_config_calls(obs, names, dtype_bytes, hint):
 
 def judge_rejects(obs, fn_name, bad):
     """Each (param, label, args, kwargs) call raised ValueError naming `param` and showing its
-    value (kwargs[param], or the label for a positional one)."""
-    for (param, label, _, kwargs), rec in zip(bad, records(obs, len(bad))):
-        rejects(rec, call_text(fn_name, label, kwargs), param, kwargs.get(param, label))
+    value (kwargs[param], or the label for a positional one); the reference rejects it too."""
+    for (param, label, args, kwargs), rec in zip(bad, records(obs, len(bad))):
+        call = call_text(fn_name, label, kwargs)
+        reference_rejects(getattr(ref, fn_name), tuple(args), kwargs, call)
+        rejects(rec, call, param, kwargs.get(param, label))
 
 
 def calls_of(bad):

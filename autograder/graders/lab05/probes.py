@@ -163,31 +163,35 @@ def release(ns):
     kv = _cache(ns, pool)
     for layer in range(2):
         kv.append(layer, keys(5), keys(5))
-    held = len(kv.block_table)
+    held, held_bytes = len(kv.block_table), kv.bytes_allocated()
     kv.release()
     kv.release()
-    return [held, _free(pool), kv.length, list(kv.block_table), kv.bytes_allocated()]
+    empty = [list(x.shape) for x in kv.gather(0)]          # an empty cache gathers (1, H, 0, D)
+    return [held, held_bytes, _free(pool), kv.length, list(kv.block_table), kv.bytes_allocated(), empty]
 
 
 def reserve(ns):
     pool = _pool(ns, 4, 4)
     kv = _cache(ns, pool)
+    kv.reserve(0)
+    a0 = [len(kv.block_table), _free(pool)]
     kv.reserve(9)
     a = [len(kv.block_table), _free(pool)]
     rec = record(kv.reserve, (20,))
     b = [len(kv.block_table), _free(pool)]
     kv.release()
-    return {"a": a, "raised": rec["result"]["__raised__"] if is_raised(rec["result"]) else None, "b": b}
+    return {"a0": a0, "a": a, "raised": rec["result"]["__raised__"] if is_raised(rec["result"]) else None, "b": b}
 
 
 def runs(ns, setups, pool_blocks=16, block_size=2):
-    """run_request on TOY_PROMPT once per [decoder_kw, run kwargs] (see toy_run), one pool for all."""
+    """run_request on TOY_PROMPT (or the setup's prompt) once per [decoder_kw, run kwargs] (see
+    toy_run), one pool for all."""
     fn = function(ns, "run_request")
     pool = _pool(ns, pool_blocks, block_size)
     out = []
     for decoder_kw, kw in setups:
         decoder, kw = toy_run(decoder_kw, kw)
-        rec = record(fn, (decoder, pool, ids(TOY_PROMPT)), {"to_text": toy_text, **kw})
+        rec = record(fn, (decoder, pool, ids(decoder.prompt)), {"to_text": toy_text, **kw})
         out.append({"result": plain_result(rec["result"]), "pool": allocator_state(pool),
                     "calls": len(decoder.calls), "streamed": decoder.streamed})
     return out
@@ -210,12 +214,16 @@ def hundred_failures(ns):
     return {"pool": allocator_state(pool), "kinds": sorted(set(kinds))}
 
 
-def bad_max_tokens(ns):
-    decoder = ToyPagedLM()
-    rec = record(function(ns, "run_request"), (decoder, _pool(ns, 4, 2), ids(TOY_PROMPT)),
-                 {"max_tokens": 0, "to_text": toy_text})
-    rec["calls"] = len(decoder.calls)
-    return rec
+def bad_max_tokens(ns, values=(0,)):
+    """run_request with each bad max_tokens, each on a fresh toy: the record and the model calls made."""
+    out = []
+    for value in values:
+        decoder = ToyPagedLM()
+        rec = record(function(ns, "run_request"), (decoder, _pool(ns, 4, 2), ids(TOY_PROMPT)),
+                     {"max_tokens": value, "to_text": toy_text})
+        rec["calls"] = len(decoder.calls)
+        out.append(rec)
+    return out
 
 
 def serve(ns, requests, pool_blocks, block_size, on_tiny_model=False, eos_token_id=None):

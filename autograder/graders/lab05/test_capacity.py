@@ -30,6 +30,12 @@ def _fit(name, args, kwargs, hint, visible=False):
     _fit("last_token_is_never_cached", [1600, 100, 9, 8], {"block_size": 16},
          "The last token is returned, never fed back, so a request caches at most prompt_tokens + "
          "max_tokens - 1 tokens: 9 + 8 - 1 = 16 fill one block of 16."),
+    _fit("default_block_size_is_one", [900, 100, 5, 5], {},
+         "Without block_size, blocks are 1 token: 5 + 5 - 1 = 9 tokens * 100 bytes = 900 bytes, so a budget of "
+         "900 fits exactly 1 request (with blocks of 2 it would need 10 tokens' worth and fit none)."),
+    _fit("sizes_of_one_are_valid", [10, 1, 1, 1], {},
+         "bytes_per_token, prompt_tokens and max_tokens may each be 1 (ints >= 1): a 1-token prompt with "
+         "max_tokens=1 caches 1 + 1 - 1 = 1 token of 1 byte, so 10 bytes fit 10 requests."),
 ])
 def test_requests_that_fit(observation, args, kwargs, hint):
     """The worst case of a request in whole blocks; budget // bytes per request."""

@@ -56,6 +56,11 @@ DTYPE = ["llama-3-8b with `dtype`", "datasets/tiny-model"]
     case("no_number_type_means_float32", ["no number type"], None,
          "This config has neither `dtype` nor `torch_dtype`: count float32, 4 bytes. Expected "
          "2 * 2 * 1 * 8 * 4 = 128 bytes.", probe=("config_calls", ["no number type"])),
+    case("every_listed_number_type", ["float64", "float8_e4m3fn"], None,
+         "Look the number type up in DTYPE_BYTES: float64 is 8 bytes (1 layer, 1 K/V head of 8 / 2 = 4: "
+         "2 * 1 * 1 * 4 * 8 = 64 bytes) and float8_e4m3fn 1 byte (3 layers, 2 K/V heads of 32 / 4 = 8: "
+         "2 * 3 * 2 * 8 * 1 = 96 bytes); not every type other than float32 is 2 bytes wide.",
+         probe=("config_calls", ["float64", "float8_e4m3fn"])),
 ])
 def test_bytes_for_config(observation, names, dtype_bytes, hint):
     """The sizes of a config.json, in either naming scheme; K/V heads; dtype, then torch_dtype."""

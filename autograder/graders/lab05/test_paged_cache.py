@@ -1,16 +1,40 @@
 """PagedKVCache: the hidden cases of the cell paged_cache_matches_static."""
 from __future__ import annotations
 
+import functools
+from unittest import mock
+
 import pytest
 import torch
 
 from autograder import memo
 from autograder.checks import one_thread
-from autograder.core import Fail, as_tensor, close, describe
+from autograder.core import Fail, as_tensor, close, describe, to_plain
 from autograder.reference import lab05 as ref
 
 from ._inputs import keys
+from . import probes
 from .judging import observed
+
+def on_reference_first(probe_name):
+    """Judge the same probe run on the reference's KVPool and PagedKVCache first (grader
+    integrity, as checks.reference_rejects: a case the reference fails is a fault of the grader),
+    then the student's observation."""
+    def wrap(test):
+        @functools.wraps(test)
+        def judged(observation):
+            ns = {"KVPool": ref.KVPool, "PagedKVCache": ref.PagedKVCache, "BlockAllocator": ref.BlockAllocator}
+            with mock.patch.object(probes, "function", lambda ns, name: ns[name]):   # the reference is not a student
+                replayed = to_plain(getattr(probes, probe_name)(ns))
+            try:
+                test(replayed)
+            except Fail as e:
+                raise Fail(f"grader error: the reference's PagedKVCache fails this case ({e})",
+                           hint="This is a fault in the grader, not in your code: tell the course staff.") from None
+            test(observation)
+        return judged
+    return wrap
+
 
 pytestmark = pytest.mark.cell("paged_cache_matches_static",
                               description="PagedKVCache: the decoder runs on it unchanged; blocks on demand, in "
@@ -63,6 +87,7 @@ def test_tiny_model_parity_block_1_and_16(observation):
 
 @pytest.mark.probe("fragmented")
 @pytest.mark.cell(points=2)
+@on_reference_first("fragmented")
 def test_gather_follows_the_block_table(observation):
     """Two sequences interleaved, then blocks reused: gather in block-table order, not id order."""
     observed(observation, "k", "v")
@@ -74,6 +99,7 @@ def test_gather_follows_the_block_table(observation):
 
 
 @pytest.mark.probe("descending_blocks")
+@on_reference_first("descending_blocks")
 def test_gather_when_block_ids_descend(observation):
     """Blocks 3, 2, 1 taken in that order (one free at a time): gather follows the table, not the ids."""
     observed(observation, "table", "k", "v", "gathered")
@@ -91,6 +117,7 @@ def test_gather_when_block_ids_descend(observation):
 
 
 @pytest.mark.probe("length_mid_forward")
+@on_reference_first("length_mid_forward")
 def test_length_is_what_every_layer_holds(observation):
     """length is the smallest per-layer count: mid-forward it is still the old length."""
     want = [0, 3, 3, 5]
@@ -103,6 +130,7 @@ def test_length_is_what_every_layer_holds(observation):
 
 @pytest.mark.probe("exact_multiple")
 @pytest.mark.cell(visible=True)
+@on_reference_first("exact_multiple")
 def test_exact_multiple_of_block_size(observation):
     """8 tokens fill 2 blocks of 4; the 9th takes a third."""
     observed(observation, "seen", "k")
@@ -116,6 +144,7 @@ def test_exact_multiple_of_block_size(observation):
 
 
 @pytest.mark.probe("out_of_blocks")
+@on_reference_first("out_of_blocks")
 def test_out_of_blocks_leaves_the_cache_unchanged(observation):
     """An append the pool has no block for raises OutOfBlocks and changes nothing."""
     observed(observation, "raised", "same", "k", "k2")
@@ -133,18 +162,26 @@ def test_out_of_blocks_leaves_the_cache_unchanged(observation):
 
 
 @pytest.mark.probe("release")
+@on_reference_first("release")
 def test_release_returns_every_block(observation):
-    """release() frees every block once; a second call does nothing."""
-    if observation != [3, 6, 0, [], 0]:
-        raise Fail("[blocks held for 5 tokens, free blocks after release() twice, length, block_table, "
-                   "bytes_allocated()] are wrong", expected=[3, 6, 0, [], 0], got=observation,
-                   hint="release() frees every block once, empties the table, and does nothing the second time.")
+    """release() frees every block once; a second call does nothing; the empty cache gathers nothing."""
+    want = [3, 192, 6, 0, [], 0, [[1, 1, 0, 2], [1, 1, 0, 2]]]
+    if observation != want:
+        raise Fail("[blocks held for 5 tokens, bytes_allocated() then, free blocks after release() twice, length, "
+                   "block_table, bytes_allocated(), the shapes gather(0) returns] are wrong", expected=want,
+                   got=observation,
+                   hint="5 tokens in blocks of 2 hold 3 blocks of 2 * 2 layers * 1 head * 2 tokens * 2 numbers * 4 "
+                        "bytes = 64 bytes each. release() frees every block once, empties the table, and does nothing "
+                        "the second time; gather(layer) of the empty cache gives k and v of shape (1, H, 0, D), "
+                        "here (1, 1, 0, 2), without error.")
 
 
 @pytest.mark.probe("reserve")
+@on_reference_first("reserve")
 def test_reserve_is_all_or_nothing(observation):
     """reserve(n) makes room for n more tokens, all or nothing."""
-    want = {"a": [3, 1], "raised": "OutOfBlocks", "b": [3, 1]}
+    want = {"a0": [0, 4], "a": [3, 1], "raised": "OutOfBlocks", "b": [3, 1]}
     if observation != want:
-        raise Fail("reserve(9) then reserve(20) on a pool of 4 blocks of 4 went wrong", expected=want,
-                   got=observation, hint="reserve(n) makes sure blocks exist for n MORE tokens, all or nothing.")
+        raise Fail("reserve(0), reserve(9) then reserve(20) on a pool of 4 blocks of 4 went wrong", expected=want,
+                   got=observation, hint="reserve(n) makes sure blocks exist for n MORE tokens, all or nothing; "
+                                         "reserve(0) takes no block.")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import audited, rejects, result_of
+from autograder.checks import audited, reference_rejects, rejects, result_of
 from autograder.core import Fail, describe, is_raised
 from autograder.reference import lab05 as ref
 
-from ._inputs import TOY_PROMPT, CallbackError, allocator_state, ids, plain_result, toy_run, toy_text
+from ._inputs import TOY_PROMPT, CallbackError, ToyPagedLM, allocator_state, ids, plain_result, toy_run, toy_text
 from .judging import EXACT_HINT, case, observed
 
 pytestmark = pytest.mark.cell("run_request_releases_on_every_ending",
@@ -31,7 +31,7 @@ def expected_run(setup, pool_blocks, block_size):
     pool = audited(ref.KVPool(2, 1, 2, pool_blocks, block_size))
     decoder, kw = toy_run(decoder_kw, kw)
     try:
-        res = ref.run_request(decoder, pool, ids(TOY_PROMPT), to_text=toy_text, **kw)
+        res = ref.run_request(decoder, pool, ids(decoder.prompt), to_text=toy_text, **kw)
     except CallbackError as e:
         res = {"__raised__": "CallbackError", "message": str(e)}
     return {"result": plain_result(res), "pool": allocator_state(pool), "calls": len(decoder.calls),
@@ -66,8 +66,7 @@ def judge_runs(obs, setups, hint, pool_blocks=16, block_size=2, keys=RESULT_KEYS
                 if res.get(key) != expected["result"][key]:
                     raise Fail(f"{call}: `{key}` is wrong", expected=expected["result"][key],
                                got=res.get(key, "(missing)"), hint=hint)
-            if expected["result"]["finish_reason"] == "error" and not (
-                    isinstance(res.get("error"), str) and res["error"]):
+            if expected["result"]["error"] is not None and not (isinstance(res.get("error"), str) and res["error"]):
                 raise Fail(f"{call}: `error` should say what went wrong", expected="a non-empty str",
                            got=res.get("error"), hint="Put the exception's type and message in `error`.")
         if got["pool"]["num_free"] != pool_blocks:
@@ -112,6 +111,13 @@ def _runs(name, setups, hint, points=1, visible=False, pool_blocks=16, stream_hi
     _runs("cancel_checked_before_deadline", [[None, {"max_tokens": 20, "cancel_after": 2, "deadline": 2.0}]],
           "After 2 model calls the request is cancelled AND 2.0 s have passed (its deadline): both end it at the "
           "same check, and cancel comes first, so finish_reason is cancelled, not timeout. " + _ENDING_HINT),
+    _runs("max_tokens_one_returns_one_token", [[None, {"max_tokens": 1}]],
+          "max_tokens=1 is valid (an int >= 1): the prefill gives the one token, and the run ends there with "
+          "length after one model call, tokens [that token]. " + _ENDING_HINT),
+    _runs("one_token_prompt", [[None, {"prompt": [5], "max_tokens": 4}]],
+          "input_ids may hold a single token, shape (1, 1): T0 = input_ids.shape[1] = 1, so the run caches at "
+          "most 1 + 4 - 1 = 4 tokens and generates 4. (squeeze() turns a (1, 1) tensor into a number without a "
+          "length.) " + _ENDING_HINT),
     _runs("ending_token_reaches_on_token",
           [[None, {"max_tokens": 20, "eos_token_id": "eos", "on_token": "record"}],
            [None, {"max_tokens": 6, "on_token": "record"}]], _ENDING_HINT, stream_hint=_STREAM_HINT),
@@ -164,12 +170,22 @@ def test_no_growth_after_100_failing_requests(observation):
                    got=observation["pool"]["high_water"])
 
 
-@pytest.mark.probe("bad_max_tokens")
+BAD_MAX_TOKENS = [0, 2.0, True]
+
+
+@pytest.mark.probe("bad_max_tokens", BAD_MAX_TOKENS)
 def test_rejects_bad_max_tokens(observation):
-    """max_tokens=0: ValueError naming it, before any model call."""
-    call = "run_request(toy, pool, prompt, max_tokens=0, to_text=...)"
-    observed(observation, "result", "calls")
-    rejects(observation, call, "max_tokens", 0)
-    if observation["calls"]:
-        raise Fail(f"{call} called the model before rejecting `max_tokens`", expected=0, got=observation["calls"],
-                   hint="Validate the arguments first, before any prefill.")
+    """max_tokens 0, 2.0 or True: ValueError naming it, before any model call."""
+    if not isinstance(observation, list) or len(observation) != len(BAD_MAX_TOKENS):
+        raise Fail("the probe returned an unexpected observation", got=describe(observation))
+    for value, rec in zip(BAD_MAX_TOKENS, observation):
+        call = f"run_request(toy, pool, prompt, max_tokens={value!r}, to_text=...)"
+        reference_rejects(ref.run_request, (ToyPagedLM(), ref.KVPool(2, 1, 2, 4, 2), ids(TOY_PROMPT)),
+                          {"max_tokens": value, "to_text": toy_text}, call)
+        observed(rec, "result", "calls")
+        rejects(rec, call, "max_tokens", value,
+                hint="max_tokens must be an int >= 1: a float (2.0) or a bool (True is 1 to Python) is not a count "
+                     "of tokens. Check type(max_tokens) is int first and raise ValueError naming `max_tokens`.")
+        if rec["calls"]:
+            raise Fail(f"{call} called the model before rejecting `max_tokens`", expected=0, got=rec["calls"],
+                       hint="Validate the arguments first, before any prefill.")

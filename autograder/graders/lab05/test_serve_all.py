@@ -57,12 +57,19 @@ def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=Fals
                            hint="A refused request's `error` says why, e.g. how many blocks it needs and how many "
                                 "the pool has.")
             continue
-        solo = ref.run_request(decoder, new_pool(64), torch.tensor([reqs[i]["prompt"]]),
-                               max_tokens=reqs[i]["max_tokens"], to_text=str, eos_token_id=eos)
-        if g.get("tokens") != solo["tokens"] or g.get("finish_reason") != str(solo["finish_reason"]):
+        if on_tiny_model:
+            solo = ref.run_request(decoder, new_pool(64), torch.tensor([reqs[i]["prompt"]]),
+                                   max_tokens=reqs[i]["max_tokens"], to_text=str, eos_token_id=eos)["tokens"]
+        else:                                   # the toy alone on a fresh pool
+            solo = ref.solo_tokens(decoder, reqs[i]["prompt"], reqs[i]["max_tokens"], eos_token_id=eos)
+        if g.get("tokens") != solo or g.get("finish_reason") != e["finish_reason"]:
             raise Fail(f"request {i}: tokens and finish_reason should equal a solo run's",
-                       expected=[solo["tokens"], str(solo["finish_reason"])],
-                       got=[g.get("tokens"), g.get("finish_reason")], hint=hint)
+                       expected=[solo, e["finish_reason"]], got=[g.get("tokens"), g.get("finish_reason")], hint=hint)
+        if g.get("error") != e["error"]:
+            raise Fail(f"request {i} ran to its end ({e['finish_reason']}), so its `error` should be None",
+                       expected=e["error"], got=g.get("error"),
+                       hint="`error` is for a refused request only; a request that runs keeps error None, however "
+                            "often it was preempted (that count goes in `preemptions`).")
         if g.get("preemptions") != e["preemptions"]:
             raise Fail(f"request {i} was preempted {g.get('preemptions')} times",
                        expected=e["preemptions"], got=g.get("preemptions"), hint=hint)
@@ -79,6 +86,16 @@ def judge_serve(obs, requests, pool_blocks, block_size, hint, on_tiny_model=Fals
                                                      for p in obs["prefills"]):
                 raise Fail(f"request {i} was prefilled although it can never fit",
                            expected="no model call for it", got="a prefill of its prompt", hint=hint)
+
+
+# Hand-checked (toy decoder, see _inputs.ToyPagedLM). EXACT_FREE, 2 blocks of 2: r0 (2 tokens) takes 1 block;
+# r1's sequence (1 token) needs 1 block with 1 free, so it is admitted; r0's decode at position 2 needs a
+# block, the newest (r1) is preempted, recomputed after r0 ends: preemptions [0, 1].
+# TWICE, 8 blocks of 1: r0, r1 (4 tokens), r2 take 1 + 4 + 1 blocks; r2's first decode finds none and
+# preempts itself; r0 ends and frees 3; r2 (now 2 tokens) is admitted again with 2 of 2 free; r1's decode
+# then finds none and preempts r2 again (the newest): preemptions [0, 0, 2].
+EXACT_FREE = [{"prompt": [10, 8], "max_tokens": 2}, {"prompt": [7], "max_tokens": 2}]
+TWICE = [{"prompt": [3], "max_tokens": 3}, {"prompt": [9, 3, 2, 9], "max_tokens": 4}, {"prompt": [7], "max_tokens": 3}]
 
 
 def _serve(name, requests, pool_blocks, block_size, hint, points=1, visible=False, on_tiny_model=False, eos=None):
@@ -103,6 +120,14 @@ EXACT = [{"prompt": TOY_PROMPT, "max_tokens": 12}, {"prompt": [2, 10, 11], "max_
            "With eos_token_id=7, requests 0 and 1 reach token 7 after 5 and 4 tokens: each ends there with "
            "finish_reason stop (7 is its last token) and gives its blocks back at once, so the others can use "
            "them. Check eos_token_id after every token, the prefill's included. " + _PREEMPT_HINT, eos=7),
+    _serve("admits_when_the_sequence_needs_exactly_the_free_blocks", EXACT_FREE, 2, 2,
+           "Pool of 2 blocks of 2. Request 0 (prompt of 2) holds 1 block; request 1's sequence (1 token) needs 1 "
+           "block and 1 is free: \"no more blocks than are free\" admits it (needed <= free, not <). Request 0's "
+           "next decode then preempts request 1, which is recomputed later: preemptions [0, 1]. " + _PREEMPT_HINT),
+    _serve("preempted_twice_counts_two", TWICE, 8, 1,
+           "Pool of 8 blocks of 1. Request 2 is preempted twice: first by its own decode (it is the newest), then, "
+           "readmitted with 2 tokens, by request 1's decode. \"preemptions\" counts every preemption (+1 each "
+           "time): expected [0, 0, 2]. " + _PREEMPT_HINT),
 ])
 def test_serve_all(observation, requests, pool_blocks, block_size, hint, on_tiny_model, eos):
     """serve_all on the toy (or the tiny model) with a pool that is large, tight or too small."""

@@ -21,8 +21,10 @@ def _util(name, calls, hint, visible=False):
 @pytest.mark.parametrize("calls, hint", [
     _util("paged_blocks", [[[5, 17, 3], {"block_size": 4}]],
           "Paged: each request holds ceil(n / block_size) whole blocks.", visible=True),
-    _util("contiguous_max_len", [[[5, 17, 3], {"max_len": 32}]],
-          "Contiguous: each request reserves max_len tokens up front."),
+    _util("contiguous_max_len", [[[5, 17, 3], {"max_len": 32}], [[5, 8], {"max_len": 8}]],
+          "Contiguous: each request reserves max_len tokens up front. max_len may equal the longest length "
+          "(lengths [5, 8] with max_len=8 reserve 16 tokens: 13 / 16 = 0.8125); only a shorter max_len is an "
+          "error."),
     _util("exact_blocks_are_full", [[[8, 16], {"block_size": 8}], [[1], {"block_size": 1}]],
           "Lengths that are multiples of block_size waste nothing."),
 ])
@@ -54,6 +56,9 @@ BAD_ARGUMENTS = [   # (param, label, args, kwargs)
     ("lengths", "[]", [[]], {"block_size": 4}),
     ("block_size", "[3], block_size=0", [[3]], {"block_size": 0}),
     ("max_len", "[30], max_len=16", [[30]], {"max_len": 16}),
+    ("lengths", "[3, 2.5]", [[3, 2.5]], {"max_len": 8}),
+    ("block_size", "[3], block_size='4'", [[3]], {"block_size": "4"}),
+    ("max_len", "[5, 3], max_len=8.0", [[5, 3]], {"max_len": 8.0}),
 ]
 
 
