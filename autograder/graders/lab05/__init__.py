@@ -34,10 +34,12 @@ kv_bytes_for_config(config, dtype_bytes=None)
   | dtype_bytes given: used instead of the config's   | dtype_bytes_overrides_torch_dtype                     |
   | dtype, else torch_dtype, else float32             | reads_dtype_of_current_transformers,                  |
   |                                                   |   no_number_type_means_float32                        |
+  | every row of DTYPE_BYTES (float64 8, float8 1)    | every_listed_number_type                              |
 requests_that_fit(budget_bytes, bytes_per_token, prompt_tokens, max_tokens, block_size=1)
   | worst case per request, in whole blocks; floor    | llama_16_gib, whole_blocks_round_up, none_fit         |
   | the worst case is prompt + max_tokens - 1 tokens  | last_token_is_never_cached                            |
   | budget_bytes >= 0: a budget of 0 fits 0 requests  | zero_budget_fits_none                                 |
+  | block_size defaults to 1; sizes of 1 are valid    | default_block_size_is_one, sizes_of_one_are_valid     |
   | ValueError naming the parameter and its value     | rejects_bad_arguments                                 |
 BlockAllocator(num_blocks, block_size)
   | num_free, num_used, refcount after every step     | random_operation_sequences, distinct_ids_in_range     |
@@ -65,8 +67,11 @@ PagedKVCache(pool)
   |                                                   |   tiny_model_parity_block_1_and_16                    |
   | OutOfBlocks leaves the cache unchanged            | out_of_blocks_leaves_the_cache_unchanged              |
   | release returns every block, idempotent; reserve  | release_returns_every_block, reserve_is_all_or_nothing|
+  | gather of an empty cache: (1, H, 0, D); reserve(0)| release_returns_every_block, reserve_is_all_or_nothing|
+  | (each judged on the reference's cache first)      |                                                       |
 run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
-  | max_tokens: ValueError before anything else       | rejects_bad_max_tokens                                |
+  | max_tokens: ValueError before anything else       | rejects_bad_max_tokens (0, 2.0, True)                 |
+  | max_tokens=1 and a one-token prompt (1, 1) run    | max_tokens_one_returns_one_token, one_token_prompt    |
   | stop / length with tokens and raw output          | eos_stop, length                                      |
   | cancelled / timeout / content_filter released     | cancelled_releases, timeout_releases,                 |
   |                                                   |   content_filter_releases                             |
@@ -91,11 +96,15 @@ serve_all(decoder, pool, requests, *, eos_token_id=None)
   |   finish_reason error, no tokens, an error message|                                                       |
   | refusal counts prompt + max_tokens - 1 tokens     | runs_a_request_that_needs_exactly_the_pool            |
   | ends at eos_token_id (STOP), released at once     | stops_at_eos_and_frees_at_once                        |
+  | admitted when it needs exactly the free blocks    | admits_when_the_sequence_needs_exactly_the_free_blocks|
+  | preemptions counts every preemption               | preempted_twice_counts_two                            |
+  | error None for every request not refused          | every case with a request that ran                    |
 utilisation(lengths, *, block_size=None, max_len=None)
   | paged: tokens / whole blocks; contiguous: max_len | paged_blocks, contiguous_max_len,                     |
   |                                                   |   exact_blocks_are_full                               |
   | exactly one of block_size and max_len             | exactly_one_of_block_size_and_max_len                 |
-  | ValueError naming the parameter                   | rejects_bad_arguments                                 |
+  | ValueError naming the parameter (ints: 2.5, '4',  | rejects_bad_arguments                                 |
+  |   8.0 rejected); max_len may equal the longest    | contiguous_max_len                                    |
 """
 LAB = "lab05"
 
