@@ -39,6 +39,7 @@ spans_from_events(events, tracer)
   | one trace per request                               | one_trace_per_request                             |
   | ValueError for an event of an unknown request       | rejects_token_of_unknown_request                  |
   | ValueError for an event of an ended request         | rejects_event_after_the_end                       |
+  | ValueError for a second arrive of a request id      | rejects_a_second_arrive                           |
   | error.type "_OTHER" when the end names none         | error_without_a_type_is_other                     |
 request_metrics(spans)
   | every key of a finished request                     | stop_request, every_request_of_the_mixed_set      |

@@ -233,6 +233,22 @@ TOKEN_AFTER_END = [{"time": 0.0, "event": "arrive", "request_id": "r0", "attribu
                    {"time": 0.2, "event": "end", "request_id": "r0", "finish_reason": "stop"},
                    {"time": 0.3, "event": "token", "request_id": "r0"}]
 
+# a request id that arrives a second time: once while it is open, once after it has ended
+ARRIVE_TWICE = [{"time": 0.0, "event": "arrive", "request_id": "r0", "attributes": {"gen_ai.request.model": "m"}},
+                {"time": 0.1, "event": "arrive", "request_id": "r0", "attributes": {"gen_ai.request.model": "m"}},
+                {"time": 0.2, "event": "end", "request_id": "r0", "finish_reason": "stop"}]
+ARRIVE_AFTER_END = [{"time": 0.0, "event": "arrive", "request_id": "r0", "attributes": {"gen_ai.request.model": "m"}},
+                    {"time": 0.1, "event": "end", "request_id": "r0", "finish_reason": "cancelled"},
+                    {"time": 0.2, "event": "arrive", "request_id": "r0", "attributes": {"gen_ai.request.model": "m"}},
+                    {"time": 0.3, "event": "end", "request_id": "r0", "finish_reason": "stop"}]
+
+
+def spans_arrive_again(ns) -> list:
+    """spans_from_events on ARRIVE_TWICE and on ARRIVE_AFTER_END (what each returned or raised)."""
+    fn = function(ns, "spans_from_events")
+    return [_call(fn, copy.deepcopy(events), _provider()[0].get_tracer("student"))
+            for events in (ARRIVE_TWICE, ARRIVE_AFTER_END)]
+
 
 def spans_bad(ns):
     """spans_from_events on a token event of a request that never arrived."""

@@ -14,7 +14,7 @@ from autograder.core import Fail, describe, is_raised
 from autograder.reference import lab06 as ref
 
 from .judging import case, must_value_error, records, view
-from .probes import EVENT_LOGS, GHOST_TOKEN, OTHER_SETS, TOKEN_AFTER_END, dump_spans, request_set
+from .probes import ARRIVE_AFTER_END, ARRIVE_TWICE, EVENT_LOGS, GHOST_TOKEN, OTHER_SETS, TOKEN_AFTER_END, dump_spans, request_set
 
 pytestmark = pytest.mark.cell("spans_from_events_builds_the_tree",
                               description="spans_from_events: one root per request, stage children, token events, "
@@ -155,3 +155,12 @@ def test_rejects_event_after_the_end(observation):
     """A token event of a request that has already ended raises ValueError."""
     must_value_error(observation, "a token event of a request that has already ended")
     reference_rejects(ref.expected_spans, (TOKEN_AFTER_END,), {}, "a token event of a request that has already ended")
+
+
+@pytest.mark.probe("spans_arrive_again")
+def test_rejects_a_second_arrive(observation):
+    """An arrive of a request id that has arrived before (still open, or ended) raises ValueError."""
+    whats = ("a second arrive of a request that is still open", "an arrive of a request that has already ended")
+    for what, events, got in zip(whats, (ARRIVE_TWICE, ARRIVE_AFTER_END), records(observation, 2)):
+        must_value_error(got, what)
+        reference_rejects(ref.expected_spans, (events,), {}, what)

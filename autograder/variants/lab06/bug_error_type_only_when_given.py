@@ -8,14 +8,15 @@ EXPECT_FAIL = {"spans_from_events_builds_the_tree": ["error_without_a_type_is_ot
 
 def spans_from_events(events, tracer):
     open_requests = {}     # request_id -> {"root": span, "stage": span, "tokens": int}
+    ended = set()          # ids of the requests that have ended
     for i, ev in enumerate(events):
         kind, t = ev.get("event"), ev.get("time")
         if kind == "counter":
             continue
         rid = ev.get("request_id")
         if kind == "arrive":
-            if rid in open_requests:
-                raise ValueError(f"`events[{i}]` arrives a request that is already open, got {rid!r}.")
+            if rid in open_requests or rid in ended:
+                raise ValueError(f"`events[{i}]` arrives a request that has arrived before, got {rid!r}.")
             attrs = dict(ev.get("attributes") or {})
             root = tracer.start_span(f"text_completion {attrs['gen_ai.request.model']}",
                                      context=trace.set_span_in_context(trace.INVALID_SPAN),
@@ -48,5 +49,6 @@ def spans_from_events(events, tracer):
             # BUG: no "_OTHER" when the end event names no error.type
             root.end(end_time=to_ns(t))
             del open_requests[rid]
+            ended.add(rid)
         else:
             raise ValueError(f"`events[{i}]` has an unknown kind, got {kind!r}.")

@@ -16,6 +16,7 @@ class _Replayer:
     def __init__(self, tracer):
         self.tracer = tracer
         self.roots, self.stages, self.counts = {}, {}, {}
+        self.ended = set()
 
     @staticmethod
     def ns(seconds):
@@ -27,7 +28,7 @@ class _Replayer:
 
     def on_arrive(self, ev):
         rid, attrs = ev["request_id"], dict(ev["attributes"])
-        if rid in self.roots:
+        if rid in self.roots or rid in self.ended:
             raise ValueError(f"`events` starts request {rid!r} twice.")
         attrs.update({"gen_ai.operation.name": "text_completion", "gen_ai.provider.name": "course",
                       "course.request_id": rid})
@@ -49,6 +50,7 @@ class _Replayer:
     def on_end(self, ev):
         rid, reason, end = ev["request_id"], ev["finish_reason"], self.ns(ev["time"])
         root, stage = self.roots.pop(rid), self.stages.pop(rid)
+        self.ended.add(rid)
         failed = reason == "error"
         if failed:
             stage.set_status(Status(StatusCode.ERROR, "failed here"))
