@@ -18,8 +18,6 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "contract neither passes nor asks to reject",
 }
 
-GAPS: dict[tuple[str, str], str] = {
-    ("course.tracing", "if request_id in self.open and request_id in self.done:"):
-        "a request id that arrives a second time: the contract rejects an event of a request that has already "
-        "ended, but no case sends an arrive of an ended (or open) request id",
-}
+# the survivors of the last full run that were read as gaps are killed by hidden cases now
+# (--recheck: 25 of 27; the other two are the EQUIVALENT entries above)
+GAPS: dict[tuple[str, str], str] = {}
