@@ -67,8 +67,8 @@ PagedKVCache(pool)
   |                                                   |   tiny_model_parity_block_1_and_16                    |
   | OutOfBlocks leaves the cache unchanged            | out_of_blocks_leaves_the_cache_unchanged              |
   | release returns every block, idempotent; reserve  | release_returns_every_block, reserve_is_all_or_nothing|
-  | gather of an empty cache: (1, H, 0, D); reserve(0)| release_returns_every_block, reserve_is_all_or_nothing|
-  | (each judged on the reference's cache first)      |                                                       |
+  | gather of an empty cache: (1, H, 0, D); reserve(0)| release_returns_every_block,                          |
+  |   (each judged on the reference's cache first)    |   reserve_is_all_or_nothing                           |
 run_request(decoder, pool, input_ids, *, max_tokens, to_text, ...)
   | max_tokens: ValueError before anything else       | rejects_bad_max_tokens (0, 2.0, True)                 |
   | max_tokens=1 and a one-token prompt (1, 1) run    | max_tokens_one_returns_one_token, one_token_prompt    |
