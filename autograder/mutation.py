@@ -92,6 +92,10 @@ SCOPE = {
     # run in (the scripted and cost models, the batched decoder, the request types), an input
     # like a fixture, not an expected value
     "course.batched": ("solo_greedy",),
+    # lab05's judges compute with the formula, blocks_needed, requests_that_fit and the allocator, pool and cache
+    # classes; the module's ANSWERS_FOR (which lab's answers it holds, read by the sandbox) is no expected value
+    "course.paged_kv": ("kv_bytes_per_token", "blocks_needed", "requests_that_fit", "OutOfBlocks", "BlockAllocator",
+                        "KVPool", "PagedKVCache"),
     # course.runs is lab03's scaffolding; of it only the samplers compute what judges expect
     "course.runs": ("greedy_sampler", "seeded_sampler"),
     # lab02's judges take top-k/top-p from course.sampling and its argument checks (through
