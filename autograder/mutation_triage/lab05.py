@@ -94,7 +94,4 @@ GAPS: dict[tuple[str, str], str] = {
                     'check_int("n_tokens", n_tokens, 1, source.length)', "if n_tokens / self.pool.block_size:",
                     "shared = source._table[: n_tokens / self.pool.block_size]", "shared = None",
                     "self.filled = [n_tokens] / self.pool.n_layer", "self.filled = None")},
-    **{(_KV, line): "ANSWERS_FOR marks the module for the sandbox (which lab's answers it holds); no judge reads "
-                    "it: a SCOPE entry naming course.paged_kv's functions and classes leaves it out"
-       for line in ('ANSWERS_FOR = "XXlab05XX"', "ANSWERS_FOR = None")},
 }
