@@ -138,7 +138,8 @@ def exact_multiple(ns):
     for layer in range(2):
         k, _ = kv.append(layer, y, y)           # token 8 needs a third block
     seen.append([kv.length, len(kv.block_table)])
-    return {"seen": seen, "k": k}
+    gathered, _ = kv.gather(0)                  # 9 tokens, not the 12 slots of 3 blocks
+    return {"seen": seen, "k": k, "gathered": gathered}
 
 
 def out_of_blocks(ns):

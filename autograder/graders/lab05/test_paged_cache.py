@@ -133,7 +133,7 @@ def test_length_is_what_every_layer_holds(observation):
 @on_reference_first("exact_multiple")
 def test_exact_multiple_of_block_size(observation):
     """8 tokens fill 2 blocks of 4; the 9th takes a third."""
-    observed(observation, "seen", "k")
+    observed(observation, "seen", "k", "gathered")
     if observation["seen"] != [[8, 2], [9, 3]]:
         raise Fail("[length, blocks held] after 8 tokens and after 9 (block_size 4) are wrong",
                    expected=[[8, 2], [9, 3]], got=observation["seen"],
@@ -141,6 +141,9 @@ def test_exact_multiple_of_block_size(observation):
                         "new one. Grow when position >= blocks * block_size.")
     close(as_tensor(observation["k"]), torch.cat([keys(8), keys(1, 50)], dim=2), atol=0, rtol=0,
           what="the keys after the 9th token")
+    close(as_tensor(observation["gathered"]), torch.cat([keys(8), keys(1, 50)], dim=2), atol=0, rtol=0,
+          what="the keys gather(0) returns after the 9th token",
+          hint="gather(layer) returns the tokens that layer holds (9 here), not every slot of its blocks (12).")
 
 
 @pytest.mark.probe("out_of_blocks")
