@@ -71,9 +71,6 @@ GAPS: dict[tuple[str, str], str] = {
     (_KV, 'self.num_blocks = check_int("num_blocks", num_blocks, 2)'):
         "no case builds a pool of one block; " + _ALLOC_CASE,
     (_KV, "self.block_size = None"): "no case reads the allocator's block_size; " + _ALLOC_CASE,
-    (_KV, 'self.block_size = check_int("block_size", block_size, 2)'):
-        "no judge builds the reference's pool with blocks of 1 (the parity case with blocks of 1 computes its "
-        "expectations by arithmetic): a run_request or serve_all case on blocks of 1 would kill it",
     (_KV, 'for b in self._check_ids("block_ids", block_ids, uses=True):'):
         "share([b, b]) of a block with one user: 'one more user for each id' gives b two more (both correct "
         "variants do); a share_counts_each_listed_id sequence would kill it",
