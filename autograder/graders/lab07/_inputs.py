@@ -97,9 +97,19 @@ TRACES = {
     "endings": dict(arrivals=[(0, "p1", G(10)), (0, "p4", G(10, stop_token_ids=[7])),
                               (0, "p2", G(10, stop=["\nUser:"])), (0, "p3", G(3)), (0, "p8", G(2))],
                     config={"num_blocks": 64, "block_size": 2, "max_batch": 8}),
-    "deadline": dict(arrivals=[(0, "p3", G(20, deadline=2.5)), (0, "p6", G(20, deadline=1.5))],
+    # p1 arrives at 1.0 s and waits: it is due at exactly 3.0 s (clock() - arrival == deadline)
+    "deadline": dict(arrivals=[(0, "p3", G(20, deadline=2.5)), (0, "p6", G(20, deadline=1.5)),
+                               (1, "p1", G(20, deadline=2.0))],
                      config={"num_blocks": 32, "block_size": 2, "max_batch": 1}, cost=(1.0, 0.0)),
     "error": ERROR,
+    # a batch of exactly two: the batched call fails, each runs alone, only p3 ends with `error`
+    "error_pair": dict(arrivals=[(0, "p1", G(10)), (0, "p3", G(10))], inject={"raise_at": {"p3": 2}},
+                       config={"num_blocks": 64, "block_size": 2, "max_batch": 8}),
+    # text held back for a stop string when EOS (p1: "rld" of "rld!") or a stop token (p4: "ld"
+    # of "ld!") ends the request: the final delta carries it
+    "held_at_the_end": dict(arrivals=[(0, "p1", G(10, stop=["rld!"])),
+                                      (0, "p4", G(10, stop_token_ids=[7], stop=["ld!"]))],
+                            config={"num_blocks": 64, "block_size": 2, "max_batch": 8}),
     "nan": dict(ERROR, inject={"nan_at": {"p3": 2}}),
     # at step 2 the model writes p1's and p6's caches, then raises for p3 (and raises for p3 alone)
     "partial_write": dict(ERROR, inject={"fail_after_write": {"p3": 2}}),
@@ -114,6 +124,9 @@ TRACES = {
     **{f"abort_after_{k}": _abort_trace(k) for k in (0, 1, 2, 4)},
     "waiting_abort": dict(arrivals=[(0, "p3", G(4)), (0, "p7", G(4))], aborts={1: ["p7"]},
                           config={"num_blocks": 32, "block_size": 2, "max_batch": 1}),
+    # the preempt trace, with p7 aborted while it waits after its preemption (step 8)
+    "abort_preempted": dict(arrivals=[(0, "p3", G(12)), (0, "p6", G(12)), (0, "p7", G(12))], aborts={10: ["p7"]},
+                            config={"num_blocks": 9, "block_size": 2, "max_batch": 8, "watermark_blocks": 0}),
     "late_abort": dict(arrivals=[(0, "p1", G(10))], late_aborts=["p1"], config={"num_blocks": 8, "block_size": 2}),
     # scheduling_is_fcfs_and_preempts_the_newest
     # at step 5 p3 holds 3 blocks: big (5 blocks + watermark 1) does not fit yet, p8 (1 block) would
@@ -136,6 +149,10 @@ TRACES = {
     # before q1 (step 6); each of the two needs 3 blocks, so only one fits at step 4.
     "preempt_front": dict(arrivals=[(0, "p3", G(4)), (0, "p7", G(4)), (0, "q1", G(2))],
                           config={"num_blocks": 5, "block_size": 1, "max_batch": 2, "watermark_blocks": 0}),
+    # big's 10 tokens fill all 5 blocks of 2 (max_tokens 1: nothing more is fed): with nothing
+    # running the watermark is waived, and a head may leave exactly 0 = what is kept back
+    "whole_pool": dict(arrivals=[(0, "big", G(1))],
+                       config={"num_blocks": 5, "block_size": 2, "max_batch": 8, "watermark_blocks": 1}, max_steps=6),
     "watermark": dict(arrivals=[(0, "p3", G(6)), (0, "p7", G(6)), (0, "p9", G(6)), (1, "p1", G(6))],
                       config={"num_blocks": 8, "block_size": 2, "max_batch": 8, "watermark_blocks": 2}),
     # Pool 6 x 1 token, watermark 2. q1 is preempted at step 2 and comes back holding 3 + 2
@@ -213,6 +230,46 @@ def _blocks(watch, name) -> int:
     return 0 if c is None else len(c.block_table)
 
 
+def admission_attempts(Engine) -> dict:
+    """add_request on small engines: {attempt: "accepted" or the exception record}. The tests
+    run the same attempts on the reference engine."""
+    from autograder.core import raised
+    out = {}
+
+    def attempt(key, engine, prompt, params):
+        try:
+            engine.add_request(prompt, None if params is None else RequestParams(**params))
+            out[key] = "accepted"
+        except Exception as e:
+            out[key] = raised(e)
+
+    e = Engine(scripted(), None, EngineConfig(num_blocks=8, block_size=2, max_waiting=2), clock=FakeClock())
+    attempt("first", e, [8], G(4))
+    attempt("second", e, [9], G(4))
+    attempt("third", e, [10], G(4))
+    e2 = Engine(scripted(), None, EngineConfig(num_blocks=4, block_size=2, watermark_blocks=0), clock=FakeClock())
+    attempt("too_big", e2, [8], G(9))       # 1 + 9 - 1 = 9 tokens: 5 blocks of 2 > 4
+    attempt("just_fits", e2, [8], G(8))     # 8 tokens: 4 blocks
+    e3 = Engine(scripted(), None, EngineConfig(num_blocks=4, block_size=2, watermark_blocks=3), clock=FakeClock())
+    attempt("fits_alone", e3, list(PROMPTS["q1"]), G(2))   # 3 + 2 - 1 = 4 tokens: 2 blocks; no watermark alone
+    attempt("empty", e2, [], G(4))
+    attempt("out_of_vocab", e2, [99], G(4))
+    attempt("id_zero", e2, [0], G(4))                 # 0 is an id like any other
+    attempt("id_vocab_size", e2, [len(VOCAB)], G(4))  # one past the last id
+    attempt("float_id", e2, [8.0], G(4))              # not an int
+    e4 = Engine(scripted(), None, EngineConfig(num_blocks=8, block_size=2), clock=FakeClock())
+    for key, params in (("dict_params", G(4)), ("none_params", None)):
+        try:
+            e4.add_request([8], params)
+            out[key] = "accepted"
+        except Exception as err:
+            out[key] = raised(err)
+    e5 = Engine(scripted(max_context=4), None, EngineConfig(num_blocks=64, block_size=2), clock=FakeClock())
+    attempt("past_context", e5, [8], G(5))     # 1 + 5 - 1 = 5 tokens > a context of 4
+    attempt("at_context", e5, [8], G(4))       # 4 tokens: exactly the context
+    return out
+
+
 # ================================================================= the trace runner
 
 def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts=None, cost=None,
@@ -244,7 +301,7 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
     ids, names, steps = {}, {}, []
     aborts = aborts or {}
     last_arrival = max(a for a, _, _ in arrivals)
-    abort_blocks = {}
+    abort_blocks, preempted = {}, {}
     for step in range(max_steps):
         for at, name, params in arrivals:
             if at == step:
@@ -257,6 +314,9 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
             break
         n_forwards = len(watch.log)
         outs = engine.step()
+        for req in list(engine.running) + list(engine.waiting):     # req.preemptions, as the engine counts it
+            key = names.get(req.id, "?")
+            preempted[key] = max(preempted.get(key, 0), req.preemptions)
         pool = watch.pools[0]
         steps.append({"outputs": [[names.get(o.request_id, "?"), list(o.new_token_ids), o.text_delta,
                                    None if o.finish_reason is None else str(o.finish_reason),
@@ -269,10 +329,31 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
         engine.abort(ids[name])
     data = {"steps": steps, "log": watch.log, "abort_blocks": abort_blocks,
             "num_blocks": watch.pools[0].num_blocks, "free_end": ledger_counts(watch.pools[0])["num_free"],
-            "clock": clock(), "unfinished": engine.has_unfinished(), "logits": watch.logits}
+            "clock": clock(), "unfinished": engine.has_unfinished(), "logits": watch.logits,
+            "records": _records(engine, names, preempted)}
     if tracer_obj is not None:
         data["spans"] = _span_data(tracer_obj, names)
     return data
+
+
+def _records(engine, names, preempted):
+    """What the engine keeps about itself once the trace has run: engine.preemptions,
+    engine.finished_by_reason, each request's req.preemptions (the most seen while it was
+    queued or running) and its kept final output [tokens, text, finish reason, usage]
+    (engine.finished; an engine without that dict is asked final_output(request_id))."""
+    book = getattr(engine, "finished", None)
+    get = book.get if isinstance(book, dict) else getattr(engine, "final_output", lambda rid: None)
+    finals = {}
+    for rid, name in names.items():
+        try:
+            o = get(rid)
+        except KeyError:
+            o = None
+        finals[name] = None if o is None else [list(o.new_token_ids), o.text_delta,
+                                               None if o.finish_reason is None else str(o.finish_reason),
+                                               dict(o.usage) if isinstance(o.usage, dict) else o.usage]
+    return {"preemptions": engine.preemptions, "finished_by_reason": dict(engine.finished_by_reason),
+            "req_preemptions": {k: v for k, v in preempted.items() if v}, "finals": finals}
 
 
 def _span_data(tracer, names):
@@ -344,6 +425,38 @@ def _samples():
     from course.finish import FinishReason
     runs = [(spec, run_spec(spec)) for spec in LAB03_SPECS]
     return tuple(failure_record(spec, r) for spec, r in runs if r.finish_reason is not FinishReason.STOP)
+
+
+def replay_record(kind):
+    """A record built from a saved sample, for the clauses the saved ones leave out:
+    cancel_at_0 (the length sample, cancelled before its first step), nan (the error sample
+    with NaN logits instead of the exception), banned_token_ids (a filter by ids only),
+    greedy_coin_flips (the sampled sample with seed None: greedy), other_seed (seed 4, where
+    temperature 1.0 and 2.0 draw differently),
+    no_cost (the timeout sample without seconds_per_call: forwards take no time)."""
+    if kind == "cancel_at_0":
+        r = sample("length")
+        r["inject"] = dict(r.get("inject") or {}, cancel_at=0)
+    elif kind == "nan":
+        r = sample("error")
+        inject = dict(r["inject"])
+        inject["nan_at"] = inject.pop("raise_at")
+        r["inject"] = inject
+    elif kind == "banned_token_ids":
+        r = sample("content_filter")
+        r["inject"] = {"banned_token_ids": [int(r["tokens"][-1])] if r.get("tokens") else [0]}
+    elif kind == "greedy_coin_flips":
+        r = sample("length", seeded=True)
+        r["seed"] = None
+    elif kind == "other_seed":
+        r = sample("length", seeded=True)
+        r["seed"] = 4
+    elif kind == "no_cost":
+        r = sample("timeout")
+        r["inject"] = {k: v for k, v in r["inject"].items() if k != "seconds_per_call"}
+    else:
+        raise KeyError(kind)
+    return r
 
 
 def sample(reason, seeded=False):

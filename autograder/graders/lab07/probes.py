@@ -21,8 +21,8 @@ from course.clock import FakeClock
 from autograder.checks import one_thread
 from autograder.core import Fail, function, raised
 
-from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, engine_class, run_trace, sample, scripted,  # noqa: F401
-                      tiny_model, tiny_prompts, tiny_tokenizer)
+from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, admission_attempts, engine_class, replay_record,  # noqa: F401
+                      run_trace, sample, scripted, tiny_model, tiny_prompts, tiny_tokenizer)
 from ._workload import WORKLOAD, run_workload, workload_model, workload_prompts  # noqa: F401
 
 # ================================================================= probes
@@ -65,43 +65,12 @@ def workload(ns):
 
 
 def admission(ns):
-    """add_request on small engines: under and over max_waiting, a request that never fits and
-    one that just fits, one that fits alone despite the watermark, bad prompt_ids, params as a
-    dict and as None, and a model with a context of 4 tokens (past it and exactly at it)."""
+    """add_request on small engines (admission_attempts): under and over max_waiting, a request
+    that never fits and one that just fits, one that fits alone despite the watermark, bad
+    prompt_ids, params as a dict and as None, and a model with a context of 4 tokens."""
     with one_thread():
         function(ns, "check_admission")       # add_request needs only this one
-        Engine = function(ns, "Engine")
-        out = {}
-
-        def attempt(key, engine, prompt, params):
-            try:
-                engine.add_request(prompt, RequestParams(**params))
-                out[key] = "accepted"
-            except Exception as e:
-                out[key] = raised(e)
-
-        e = Engine(scripted(), None, EngineConfig(num_blocks=8, block_size=2, max_waiting=2), clock=FakeClock())
-        attempt("first", e, [8], G(4))
-        attempt("second", e, [9], G(4))
-        attempt("third", e, [10], G(4))
-        e2 = Engine(scripted(), None, EngineConfig(num_blocks=4, block_size=2, watermark_blocks=0), clock=FakeClock())
-        attempt("too_big", e2, [8], G(9))       # 1 + 9 - 1 = 9 tokens: 5 blocks of 2 > 4
-        attempt("just_fits", e2, [8], G(8))     # 8 tokens: 4 blocks
-        e3 = Engine(scripted(), None, EngineConfig(num_blocks=4, block_size=2, watermark_blocks=3), clock=FakeClock())
-        attempt("fits_alone", e3, list(PROMPTS["q1"]), G(2))   # 3 + 2 - 1 = 4 tokens: 2 blocks; no watermark alone
-        attempt("empty", e2, [], G(4))
-        attempt("out_of_vocab", e2, [99], G(4))
-        e4 = Engine(scripted(), None, EngineConfig(num_blocks=8, block_size=2), clock=FakeClock())
-        for key, params in (("dict_params", G(4)), ("none_params", None)):
-            try:
-                e4.add_request([8], params)
-                out[key] = "accepted"
-            except Exception as e:
-                out[key] = raised(e)
-        e5 = Engine(scripted(max_context=4), None, EngineConfig(num_blocks=64, block_size=2), clock=FakeClock())
-        attempt("past_context", e5, [8], G(5))     # 1 + 5 - 1 = 5 tokens > a context of 4
-        attempt("at_context", e5, [8], G(4))       # 4 tokens: exactly the context
-        return out
+        return admission_attempts(function(ns, "Engine"))
 
 
 def replay(ns, reason: str, seeded: bool = False):
@@ -111,5 +80,16 @@ def replay(ns, reason: str, seeded: bool = False):
         Engine = engine_class(ns)
         try:
             return {"result": fn(Engine, sample(reason, seeded))}
+        except Exception as e:
+            return {"result": raised(e)}
+
+
+def replay_variant(ns, kind: str):
+    """replay_in_engine(the student's Engine, replay_record(kind)): a record built from a saved sample."""
+    with one_thread():
+        fn = function(ns, "replay_in_engine")
+        Engine = engine_class(ns)
+        try:
+            return {"result": fn(Engine, replay_record(kind))}
         except Exception as e:
             return {"result": raised(e)}

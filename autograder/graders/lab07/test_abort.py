@@ -6,7 +6,7 @@ import pytest
 from autograder.checks import one_thread
 from autograder.core import Fail
 
-from .judging import case, data, expected, per_request, pool_full_at_end, same_requests
+from .judging import case, data, expected, per_request, pool_full_at_end, rows_per_step, same_requests
 
 pytestmark = pytest.mark.cell("abort_frees_blocks_now",
                               description="abort() frees the request's blocks before it returns")
@@ -50,3 +50,19 @@ def test_late_abort_is_ignored(observation):
     """abort() of a request that has already ended changes nothing."""
     with one_thread():
         same_requests(observation, "late_abort")
+
+
+@pytest.mark.probe("trace", "abort_preempted")
+def test_abort_a_preempted_request(observation):
+    """A request aborted while it waits after a preemption (it holds no cache) ends at once; the others run on."""
+    with one_thread():
+        obs = data(observation)
+        if "p7" in per_request(obs) and per_request(obs)["p7"]["finish"] is not None:
+            raise Fail("request 'p7' was aborted while waiting after its preemption but got a final output",
+                       hint="After abort(), step() says nothing more about it.")
+        if any(row[0] == "p7" for rows in rows_per_step(obs)[10:] for row in rows):
+            raise Fail("request 'p7' was aborted while waiting after its preemption but still ran",
+                       hint="A preempted request waits without a cache (req.cache is None): abort it like any "
+                            "waiting request.")
+        same_requests(obs, "abort_preempted", names=["p3", "p6"])
+        pool_full_at_end(obs)

@@ -4,7 +4,11 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks import rejects
+from autograder.checks import one_thread
 from autograder.core import Fail, describe, is_raised
+from autograder.reference import lab07 as ref
+
+from .probes import admission_attempts
 
 pytestmark = [pytest.mark.cell("admission_says_no_early",
                                description="a full queue, a request that never fits, a bad prompt"),
@@ -82,3 +86,25 @@ def test_refuses_past_the_context(observation):
     if obs.get("at_context") != "accepted":
         raise Fail("a request of exactly the model's context (1 + 4 - 1 = 4 tokens) was refused",
                    expected="accepted", got=describe(obs.get("at_context")), hint=CONTEXT_HINT)
+
+
+VERDICT_HINT = ("check_admission's docstring decides every attempt: ValueError for prompt_ids that are not a non-empty "
+                "list of int ids in [0, vocab_size) (0 is an id; a float is not), RequestRefused past the context "
+                "or the empty pool (prompt + max_tokens - 1 tokens, exactly full is fine), QueueFull when "
+                "len(waiting) >= max_waiting.")
+
+
+def verdict(g):
+    return g["__raised__"] if is_raised(g) else g
+
+
+def test_every_attempt_as_the_contract_says(observation):
+    """Every attempt (also id 0, the id vocab_size and a float id) accepted or refused with the
+    exception the reference engine raises."""
+    obs = attempts(observation)
+    with one_thread():
+        want = admission_attempts(ref.Engine)
+    for key, w in want.items():
+        if verdict(obs.get(key)) != verdict(w):
+            raise Fail(f"add_request attempt {key!r}: accepted or refused otherwise than the contract says",
+                       expected=verdict(w), got=describe(obs.get(key)), hint=VERDICT_HINT)

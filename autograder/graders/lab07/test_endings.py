@@ -6,7 +6,7 @@ import pytest
 from autograder.checks import one_thread
 from autograder.core import Fail
 
-from .judging import case, data, per_request, pool_full_at_end, rows_per_step, same_requests
+from .judging import case, data, expected, per_request, pool_full_at_end, rows_per_step, same_requests
 
 pytestmark = pytest.mark.cell("every_ending_frees_its_blocks", description="every ending has the right reason, "
                                                                            "keeps others running and frees blocks "
@@ -77,14 +77,16 @@ def test_no_forward_after_finishing(observation):
 def test_deadline_ends_running_and_waiting(observation):
     """A deadline ends the running request and the one still waiting; the pool is full after."""
     with one_thread():
-        same_requests(observation, "deadline", ("tokens", "finish"), "Before the forward, end every request "
-                      "(running or waiting) whose clock() - arrival >= deadline.")
+        same_requests(observation, "deadline", ("tokens", "text", "finish", "finished_at"), "Before the forward, "
+                      "end every request (running or waiting) whose clock() - arrival >= deadline: due exactly is "
+                      "due, and a request that ends with no token has the text \"\".")
         pool_full_at_end(observation)
 
 
 @pytest.mark.parametrize("trace", [
     case("model_error_ends_only_its_request", "error", probe=("trace", "error"), points=2),
     case("nan_logits_end_only_their_request", "nan", probe=("trace", "nan")),
+    case("model_error_in_a_batch_of_two", "error_pair", probe=("trace", "error_pair")),
 ])
 def test_a_failure_ends_only_its_request(observation, trace):
     """A forward that raises, or a NaN row, ends only the request that causes it, with `error`."""
@@ -122,3 +124,42 @@ def test_stop_kept_with_include_stop_str_in_output(observation):
     """include_stop_str_in_output keeps the stop token's text and the stop string in the text."""
     with one_thread():
         same_requests(observation, "include_stop", ("tokens", "text", "finish", "stop_reason"), INCLUDE_STOP_HINT)
+
+
+@pytest.mark.probe("trace", "held_at_the_end")
+def test_held_text_sent_when_eos_or_stop_token_ends(observation):
+    """Text held back for a stop string that never came is sent when EOS or a stop token ends the request."""
+    with one_thread():
+        same_requests(observation, "held_at_the_end", ("tokens", "text", "finish", "stop_reason"),
+                      "At EOS the final text is the text of every token but the EOS; at a stop token, of every "
+                      "token but that one: finish() streams what was held back (full_text[req.sent:]).")
+
+
+RECORDS_HINT = ("finish() counts each ending in engine.finished_by_reason[str(reason)] and keeps "
+                "engine.finished[req.id] = RequestOutput(req.id, list(req.tokens), full_text, reason, ...); "
+                "schedule() counts each preemption in engine.preemptions and req.preemptions.")
+
+
+@pytest.mark.parametrize("trace", [
+    case("counts_and_final_outputs_after_preemptions", "budget", probe=("trace", "budget")),
+    case("counts_and_final_outputs_after_timeouts", "deadline", probe=("trace", "deadline")),
+])
+def test_counts_and_final_outputs(observation, trace):
+    """engine.preemptions, engine.finished_by_reason, req.preemptions and engine.finished[id] as the contract says."""
+    with one_thread():
+        got, want = data(observation)["records"], expected(trace)["records"]
+        if not isinstance(got, dict):
+            raise Fail("the probe returned an unexpected observation", got=got)
+        for key, what in (("preemptions", "engine.preemptions"),
+                          ("finished_by_reason", "engine.finished_by_reason"),
+                          ("req_preemptions", "req.preemptions of each preempted request")):
+            if got.get(key) != want[key]:
+                raise Fail(f"after the trace, {what} differs from the reference engine", expected=want[key],
+                           got=got.get(key), hint=RECORDS_HINT)
+        for name, w in want["finals"].items():
+            g = (got.get("finals") or {}).get(name)
+            if g != w:
+                raise Fail(f"engine.finished[{name!r}] is not the request's whole raw result",
+                           expected=dict(zip(("tokens", "text", "finish_reason", "usage"), w)),
+                           got=describe(g) if g is None else dict(zip(("tokens", "text", "finish_reason", "usage"), g)),
+                           hint=RECORDS_HINT)

@@ -170,6 +170,22 @@ def test_every_admissible_request_finishes(observation):
         pool_full_at_end(obs)
 
 
+@pytest.mark.probe("trace", "whole_pool")
+def test_a_request_that_fills_the_pool_runs(observation):
+    """A prompt whose tokens fill every block of the pool is admitted when nothing runs: it leaves
+    0 free blocks, which is at least the 0 kept back with nothing running."""
+    with one_thread():
+        obs = data(observation)
+        if per_request(obs).get("big", {}).get("finish") is None:
+            raise Fail("a 10-token prompt on an empty pool of 5 blocks of 2 (max_tokens 1) never ran",
+                       expected="admitted at the first step", got={"free blocks at the end": obs["free_end"]},
+                       hint="Admit the head while blocks_needed(len(head.ids)) leaves AT LEAST the blocks kept "
+                            "back free (num_free - needed >= kept back, not >), and with nothing running keep "
+                            "back nothing.")
+        same_requests(obs, "whole_pool", names=["big"])
+        pool_full_at_end(obs)
+
+
 @pytest.mark.probe("throughput")
 @pytest.mark.cell(points=2)
 def test_throughput_on_the_cost_model(observation):
