@@ -139,6 +139,9 @@ TRACES = {
                    config={"num_blocks": 12, "block_size": 2, "max_batch": 8, "watermark_blocks": 1}),
     "preempt": dict(arrivals=[(0, "p3", G(12)), (0, "p6", G(12)), (0, "p7", G(12))],
                     config={"num_blocks": 9, "block_size": 2, "max_batch": 8, "watermark_blocks": 0}),
+    # Pool 6 x 2 tokens: the newest is preempted again and again; p9 twice
+    "preempt_twice": dict(arrivals=[(0, n, G(8)) for n in ("p3", "p6", "p7", "p9")],
+                          config={"num_blocks": 6, "block_size": 2, "max_batch": 8, "watermark_blocks": 0}),
     # Pool 4 x 2 tokens, watermark 2. At step 2 p3 holds 2 blocks (3 tokens): p7 (1 block) would
     # fit but would leave 1 free block, under the watermark, so it waits until p3 ends (step 7)
     # and runs alone from step 8.

@@ -124,6 +124,14 @@ def test_stop_kept_with_include_stop_str_in_output(observation):
     """include_stop_str_in_output keeps the stop token's text and the stop string in the text."""
     with one_thread():
         same_requests(observation, "include_stop", ("tokens", "text", "finish", "stop_reason"), INCLUDE_STOP_HINT)
+        got, want = data(observation)["steps"], expected("include_stop")["steps"]
+        for i, (g, w) in enumerate(zip(got, want)):
+            g_deltas = {o[0]: o[2] for o in g["outputs"]}
+            for name, _, delta, _, _ in w["outputs"]:
+                if g_deltas.get(name) != delta:
+                    raise Fail(f"step {i} streamed {g_deltas.get(name)!r} for request {name!r}: under "
+                               "include_stop_str_in_output nothing is held back", expected=delta,
+                               got=g_deltas.get(name), hint=INCLUDE_STOP_HINT)
 
 
 @pytest.mark.probe("trace", "held_at_the_end")
@@ -141,7 +149,7 @@ RECORDS_HINT = ("finish() counts each ending in engine.finished_by_reason[str(re
 
 
 @pytest.mark.parametrize("trace", [
-    case("counts_and_final_outputs_after_preemptions", "budget", probe=("trace", "budget")),
+    case("counts_and_final_outputs_after_preemptions", "preempt_twice", probe=("trace", "preempt_twice")),
     case("counts_and_final_outputs_after_timeouts", "deadline", probe=("trace", "deadline")),
 ])
 def test_counts_and_final_outputs(observation, trace):
