@@ -65,6 +65,16 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   |   it feeds (all of ids) and its first token; decode |                                                  |
   |   the rest (the token is recorded before `decode`)  |                                                  |
   | counters per step: batch_size, kv_blocks_in_use     | counters_per_step                                |
+  | a failed batch of two: each runs alone              | model_error_in_a_batch_of_two                    |
+  | text held for a stop string is sent at EOS or at a  | held_text_sent_when_eos_or_stop_token_ends       |
+  |   stop token                                        |                                                  |
+  | a deadline met exactly ends the request             | deadline_ends_running_and_waiting                |
+  | finished_by_reason, engine/req preemptions and      | counts_and_final_outputs_after_preemptions,      |
+  |   engine.finished (the whole raw result)            | counts_and_final_outputs_after_timeouts          |
+  | a prompt that fills the empty pool is admitted      | a_request_that_fills_the_pool_runs               |
+  | abort of a preempted request (waiting, no cache)    | abort_a_preempted_request                        |
+  | every add_request verdict (id 0, id vocab_size, a   | every_attempt_as_the_contract_says               |
+  |   float id) as the contract says                    |                                                  |
   | QueueFull, RequestRefused, ValueError(prompt_ids)   | queue_full, refuses_what_never_fits, rejects_..  |
   | refused exactly when it cannot run alone (P+M-1)    | refuses_what_never_fits                          |
   | refused past the model's context (max_context)      | refuses_past_the_context                         |
@@ -72,6 +82,9 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
 replay_in_engine(engine_cls, record)
   | each Lab 03 sample: tokens, streamed text, finish   | replays_length, replays_cancelled, replays_..    |
   |   reason, pool empty after; None for a filter       | content_filter_sample_is_not_replayable          |
+  | records built for the other clauses: cancel_at 0,   | replays_cancel_before_the_first_step,            |
+  |   nan_at, banned_token_ids, seed None, another      | replays_nan_logits, banned_token_ids_.., replays_|
+  |   seed, no seconds_per_call                         | greedy_.., replays_another_.., replays_without_..|
 """
 LAB = "lab07"
 
