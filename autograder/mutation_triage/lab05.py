@@ -62,18 +62,10 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     (_KV, 'return f"XXPagedKVCache(length={self.length}, blocks={self._table})XX"'): _REPR,
 }
 
-_ALLOC_CASE = ("a case on BlockAllocator(1, 16) that reads num_blocks and block_size (the contract: 'attributes, as "
-               "given') and allocates its one block would kill it")
 _OUTSIDE = ("not computed by any lab05 judge: the method serves lab07's engine and the notebook's demos (tests/"
             "test_paged_kv.py covers it); SCOPE for course.paged_kv at method level would leave it out")
 
 GAPS: dict[tuple[str, str], str] = {
-    (_KV, 'self.num_blocks = check_int("num_blocks", num_blocks, 2)'):
-        "no case builds a pool of one block; " + _ALLOC_CASE,
-    (_KV, "self.block_size = None"): "no case reads the allocator's block_size; " + _ALLOC_CASE,
-    (_KV, 'for b in self._check_ids("block_ids", block_ids, uses=True):'):
-        "share([b, b]) of a block with one user: 'one more user for each id' gives b two more (both correct "
-        "variants do); a share_counts_each_listed_id sequence would kill it",
     **{(_KV, line): "KVPool.for_decoder: " + _OUTSIDE
        for line in ('cfg = getattr(decoder, "XXconfigXX", None)', "cfg = None",
                     'if cfg is not None or not hasattr(cfg, "head_dim") or not hasattr(decoder, "wte"):',

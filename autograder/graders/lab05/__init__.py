@@ -55,6 +55,9 @@ BlockAllocator(num_blocks, block_size)
   |   order of the call                               |   double_free_names_the_id, unknown_id_names_the_id   |
   | refcounts: shared block kept until last free      | shared_block_kept_until_last_user                     |
   | high_water; pool as free as it started at the end | random_operation_sequences                            |
+  | num_blocks, block_size attributes as given; a pool| attributes_of_a_one_block_pool                        |
+  |   of one block                                    |                                                       |
+  | share([a, a]): one more user per listed id        | share_counts_each_listed_id                           |
 PagedKVCache(pool)
   | same tokens as StaticKVCache, logits within 1e-5  | tiny_model_parity_block_4,                            |
   |                                                   |   tiny_model_parity_block_1_and_16                    |

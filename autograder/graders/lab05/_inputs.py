@@ -277,7 +277,10 @@ def run_ops(alloc, ops):
         unknown_free: free([first, num_blocks + pick]); unknown_free_first: bad one first
         negative_free: free([first, -1 - pick]); repeat_free: free([first, first])
         bad_share: share([the lowest free id]); unknown_share: share([num_blocks + pick])
-    A failed free also notes whether its message shows the bad id."""
+        repeat_share: share([first, first]) (each listed id one more user: first gets two)
+        attributes: notes [num_blocks, block_size]
+    A failed free also notes whether its message shows the bad id. A sequence may start with
+    ["pool", num_blocks, block_size], the allocator's sizes (see allocator_sizes), a step observed as skipped."""
     live, steps = [], []
     N = alloc.num_blocks
     for op, n, pick in ops:
@@ -295,6 +298,13 @@ def run_ops(alloc, ops):
             kind, _ = _outcome(lambda: alloc.share(list(held)))
             if kind == "ok":
                 live.append(list(held))
+        elif op == "attributes":
+            kind, note = "ok", [alloc.num_blocks, alloc.block_size]
+        elif op == "repeat_share" and live:
+            first = live[pick % len(live)][0]
+            kind, _ = _outcome(lambda: alloc.share([first, first]))
+            if kind == "ok":
+                live += [[first], [first]]
         elif op == "free" and live:
             held = live[pick % len(live)]
             kind, _ = _outcome(lambda: alloc.free(list(held)))
@@ -331,6 +341,11 @@ def run_ops(alloc, ops):
         alloc.free(list(held_ids))
     steps.append(["end", alloc.num_free, alloc.num_used])
     return steps
+
+
+def allocator_sizes(seq):
+    """(num_blocks, block_size) of a sequence: its leading ["pool", n, size] step, else (8, 4)."""
+    return (seq[0][1], seq[0][2]) if seq and seq[0][0] == "pool" else (8, 4)
 
 
 @lru_cache(maxsize=1)

@@ -23,8 +23,9 @@ import course
 from autograder.checks import audited, one_thread, record
 from autograder.core import Fail, function, is_raised
 
-from ._inputs import (TOY_PROMPT, CallbackError, ToyPagedLM, allocator_state, config, greedy_rows, ids, keys,
-                      plain_result, raise_on, run_ops, sequences, shipped, shipped_requests, toy_run, toy_text)
+from ._inputs import (TOY_PROMPT, CallbackError, ToyPagedLM, allocator_sizes, allocator_state, config, greedy_rows,
+                      ids, keys, plain_result, raise_on, run_ops, sequences, shipped, shipped_requests, toy_run,
+                      toy_text)
 
 
 def _pool(ns, num_blocks, block_size, n_layer=2, n_kv_heads=1, head_dim=2):
@@ -54,8 +55,8 @@ def config_calls(ns, names, dtype_bytes=None):
 
 
 def ops(ns, which):
-    """run_ops on a fresh BlockAllocator(8, 4) per sequence (see sequences())."""
-    return [run_ops(function(ns, "BlockAllocator")(8, 4), s) for s in sequences(which)]
+    """run_ops on a fresh BlockAllocator per sequence, (8, 4) unless it names its sizes (see sequences())."""
+    return [run_ops(function(ns, "BlockAllocator")(*allocator_sizes(s)), s) for s in sequences(which)]
 
 
 def _cache(ns, pool):

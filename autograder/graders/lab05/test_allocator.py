@@ -9,7 +9,7 @@ import pytest
 from autograder.core import Fail, describe
 from autograder.reference import lab05 as ref
 
-from ._inputs import run_ops, sequences
+from ._inputs import allocator_sizes, run_ops, sequences
 from .judging import case
 
 pytestmark = pytest.mark.cell("block_allocator_invariants",
@@ -62,6 +62,17 @@ def _ops(name, seqs, hint, points=1, visible=False):
            ["unknown_share", 0, 3]]],
          _STEP_FORMAT + "share() of a block that is free (or of an id outside [0, num_blocks)) must raise "
          "ValueError: only a block in use can get one more user."),
+    _ops("attributes_of_a_one_block_pool",
+         [[["pool", 1, 16], ["attributes", 0, 0], ["allocate", 1, 0], ["allocate", 1, 0], ["free", 0, 0],
+           ["allocate", 1, 0]]],
+         _STEP_FORMAT + "BlockAllocator(1, 16) is a pool of one block of 16 tokens: num_blocks and block_size are "
+         "attributes, as given (the attributes step notes [1, 16]); its one block can be allocated, a second "
+         "allocate(1) raises OutOfBlocks, and after free the block can be allocated again."),
+    _ops("share_counts_each_listed_id",
+         [[["allocate", 2, 0], ["repeat_share", 0, 0], ["free", 0, 0], ["free", 0, 0], ["free", 0, 0],
+           ["allocate", 8, 0]]],
+         _STEP_FORMAT + "share([a, a]) gives block a one more user for each time it is listed: two, so a holds 3 "
+         "users and needs three frees before it is free again. Do not collapse repeated ids (e.g. with set())."),
     _ops("random_operation_sequences", "fixtures",
          _STEP_FORMAT + "Compare your counts with the contract step by step.", points=3),
 ])
@@ -71,11 +82,12 @@ def test_operation_sequences(observation, seqs, hint):
     if not isinstance(observation, list) or len(observation) != len(seqs):
         raise Fail("the probe returned an unexpected observation", got=describe(observation))
     for i, (seq, got) in enumerate(zip(seqs, observation)):
-        expected = run_ops(ref.BlockAllocator(8, 4), seq)
+        expected = run_ops(ref.BlockAllocator(*allocator_sizes(seq)), seq)
         if got != expected:
             got = got if isinstance(got, list) else []
             j = next((k for k, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
             step = list(seq[j]) if j < len(seq) else "free every request at the end"
-            raise Fail(f"sequence {i}, step {j} ({step}) on a pool of 8 blocks went differently",
+            raise Fail(f"sequence {i}, step {j} ({step}) on a pool of {allocator_sizes(seq)[0]} blocks went "
+                       "differently",
                        expected=expected[j] if j < len(expected) else None,
                        got=got[j] if j < len(got) else None, hint=hint)
