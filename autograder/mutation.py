@@ -677,7 +677,25 @@ def recheck(lab: str, *, log=print) -> dict:
         shutil.rmtree(copy, ignore_errors=True)
     log(f"{lab}: of {len(todo)} untriaged survivors of the last full run, {len(out['killed'])} are killed now, "
         f"{len(out['survived'])} survive, {len(out['not_found'])} no longer exist (the line changed)")
+    out.update(projection(prior, out))
     return out
+
+
+def projection(prior: dict, out: dict) -> dict:
+    """What the next full run should report if the full run's kills still hold and its mutants
+    are the same (the target files unchanged since it): its kills, plus the survivors the
+    recheck killed; equivalents as the triage reads them today. A projection, not a score:
+    only a full run is the lab's score."""
+    rows = prior["mutants_detail"]
+    newly = {(r["module"], tuple(r["diff"])) for r in out["killed"]}
+    killed = sum(1 for r in rows if r["killed_by"] or (r["module"], tuple(r["diff"])) in newly)
+    equivalent = sum(1 for r in rows if not r["killed_by"] and (r["module"], tuple(r["diff"])) not in newly
+                     and equivalence(r["module"], r["diff"]))
+    counted = len(rows) - equivalent
+    return {"projection": {"mutants": len(rows), "killed": killed, "equivalent": equivalent,
+                           "survived": counted - killed, "score": round(killed / counted, 4) if counted else None,
+                           "raw_score": round(killed / len(rows), 4) if rows else None,
+                           "from_full_run_seconds": prior.get("seconds")}}
 
 
 def main(argv=None) -> int:
@@ -688,14 +706,20 @@ def main(argv=None) -> int:
                     help="rebuild one lab's report from a copy kept by --keep (after editing the triage), no run")
     ap.add_argument("--recheck", action="store_true",
                     help="run only the last report's untriaged survivors against the graders as they are now "
-                         "(for trying new cases; writes no report)")
+                         "(for trying new cases); writes benchmarks/results/mutation_LAB_recheck.json with a "
+                         "projection, never the lab's report")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     if args.recheck:
         if not args.labs:
             ap.error("--recheck needs a lab")
         for lab in args.labs:
-            recheck(lab, log=lambda *a: print(*a, flush=True))
+            r = recheck(lab, log=lambda *a: print(*a, flush=True))
+            (OUT / f"mutation_{lab}_recheck.json").write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
+            pr = r["projection"]
+            print(f"{lab} projected: {pr['killed']} killed, {pr['equivalent']} equivalent, {pr['survived']} survived "
+                  f"of {pr['mutants']} ({100 * (pr['score'] or 0):.1f}% triaged, {100 * (pr['raw_score'] or 0):.1f}% raw)"
+                  f" -> benchmarks/results/mutation_{lab}_recheck.json", flush=True)
         return 0
     rows = []
     if args.kept is not None and len(args.labs or []) != 1:

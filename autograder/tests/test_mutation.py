@@ -171,3 +171,17 @@ def test_a_hand_triaged_mutant_is_read_before_the_message_text_rule(monkeypatch)
     monkeypatch.setitem(mutation.EQUIVALENT, key, "no judge reads it")
     assert mutation.equivalence("m", diff) == "no judge reads it"
     assert mutation._key("m", ["-@lru_cache(maxsize=1)"]) == ("m", "deleted: @lru_cache(maxsize=1)")
+
+
+def test_a_recheck_projects_the_full_runs_kills_plus_the_survivors_it_killed(monkeypatch):
+    """--recheck's projection: the full run's kills, the survivors the recheck killed, the
+    equivalents as the triage reads them now; what still survives is counted as surviving."""
+    rows = [{"module": "m", "diff": ["-a", "+b"], "killed_by": "test_x"},
+            {"module": "m", "diff": ["-c", "+d"], "killed_by": None},
+            {"module": "m", "diff": ["-e", "+f"], "killed_by": None},
+            {"module": "m", "diff": ["-g", "+h"], "killed_by": None}]
+    monkeypatch.setattr(mutation, "equivalence", lambda module, diff: "read" if diff == ["-g", "+h"] else None)
+    out = {"killed": [{"module": "m", "diff": ["-c", "+d"]}], "survived": [{"module": "m", "diff": ["-e", "+f"]}]}
+    pr = mutation.projection({"mutants_detail": rows, "seconds": 1.0}, out)["projection"]
+    assert (pr["mutants"], pr["killed"], pr["equivalent"], pr["survived"]) == (4, 2, 1, 1)
+    assert pr["score"] == round(2 / 3, 4) and pr["raw_score"] == 0.5
