@@ -112,6 +112,14 @@ SCOPE = {
                        "histogram_percentile", "group_percentiles", "_median", "_share", "first_deviation",
                        "trace_record", "_us", "_plain", "to_chrome_trace"),
 }
+# Methods of an in-scope class that no judge of the lab computes with (skipped, as above).
+SCOPE_EXCLUDE = {
+    # KVPool.for_decoder, bytes_total and cache_factory and PagedKVCache.share_prefix serve lab07's
+    # engine, the notebook's demos and prefix sharing (tests/test_paged_kv.py tests them); no lab05
+    # judge or reference calls them
+    "course.paged_kv": ("KVPool.for_decoder", "KVPool.bytes_total", "KVPool.cache_factory",
+                        "PagedKVCache.share_prefix"),
+}
 # Survivors read and judged equivalent (no correct solution can behave differently), keyed
 # by (module, the mutated line as mutmut writes it, stripped): the reason.
 EQUIVALENT = {
@@ -362,15 +370,21 @@ def module_file(module: str) -> str:
 
 
 def scope_lines(module: str, source: str) -> set[int] | None:
-    """1-based line numbers of the top-level functions SCOPE names for `module` (None: all)."""
+    """1-based line numbers of the top-level functions and classes SCOPE names for `module`, less
+    the methods SCOPE_EXCLUDE names (None: all)."""
     names = SCOPE.get(module)
     if names is None:
         return None
-    lines = set()
+    excluded = SCOPE_EXCLUDE.get(module, ())
+    lines, dropped = set(), set()
     for node in ast.parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
             lines |= set(range(node.lineno, node.end_lineno + 1))
-    return lines
+            for item in node.body if isinstance(node, ast.ClassDef) else ():
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and f"{node.name}.{item.name}" in excluded:
+                    first = min([item.lineno, *(d.lineno for d in item.decorator_list)])
+                    dropped |= set(range(first, item.end_lineno + 1))
+    return lines - dropped
 
 
 def skip_reason(module: str, source: str, mutation_id) -> str | None:

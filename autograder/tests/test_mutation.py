@@ -185,3 +185,20 @@ def test_a_recheck_projects_the_full_runs_kills_plus_the_survivors_it_killed(mon
     pr = mutation.projection({"mutants_detail": rows, "seconds": 1.0}, out)["projection"]
     assert (pr["mutants"], pr["killed"], pr["equivalent"], pr["survived"]) == (4, 2, 1, 1)
     assert pr["score"] == round(2 / 3, 4) and pr["raw_score"] == 0.5
+
+
+def test_scope_exclude_drops_a_methods_lines_and_its_decorator_only(monkeypatch):
+    source = ("class Pool:\n"
+              "    def kept(self):\n"
+              "        return 1\n"
+              "\n"
+              "    @classmethod\n"
+              "    def left_out(cls):\n"
+              "        return 2\n"
+              "\n"
+              "\n"
+              "def helper():\n"
+              "    return 3\n")
+    monkeypatch.setitem(mutation.SCOPE, "m", ("Pool",))
+    monkeypatch.setitem(mutation.SCOPE_EXCLUDE, "m", ("Pool.left_out",))
+    assert mutation.scope_lines("m", source) == {1, 2, 3, 4}
