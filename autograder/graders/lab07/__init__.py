@@ -22,6 +22,8 @@ scripted sequences, injected errors and NaN) and the shipped tiny model (tokens 
 to each request's solo run, logits within 1e-4).
 
     _inputs.py    the scripted world, Watch, run_trace, the TRACES table by name (sent to the child)
+    _samples.py   Lab 03's saved samples and the replay records built from them (sent to the child)
+    _tiny.py      the shipped tiny model, batched, with its tokenizer and prompts (sent to the child)
     _workload.py  the performance WORKLOAD and run_workload (sent to the child)
     performance.py  the performance judge: figures replayed from the Watch's log, the reference's
     probes.py     the probes
@@ -83,8 +85,9 @@ replay_in_engine(engine_cls, record)
   | each Lab 03 sample: tokens, streamed text, finish   | replays_length, replays_cancelled, replays_..    |
   |   reason, pool empty after; None for a filter       | content_filter_sample_is_not_replayable          |
   | records built for the other clauses: cancel_at 0,   | replays_cancel_before_the_first_step,            |
-  |   nan_at, banned_token_ids, seed None, another      | replays_nan_logits, banned_token_ids_.., replays_|
-  |   seed, no seconds_per_call                         | greedy_.., replays_another_.., replays_without_..|
+  |   nan_at, banned_token_ids, seed None, another      | replays_nan_logits, banned_token_ids_..,         |
+  |   seed, no seconds_per_call                         | replays_greedy_.., replays_another_..,           |
+  |                                                     | replays_without_..                               |
 """
 LAB = "lab07"
 

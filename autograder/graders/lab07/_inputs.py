@@ -1,17 +1,17 @@
 """lab07's inputs, built in the student's process (sent to the sandboxed child with the probes):
-the scripted world, the byte tokenizer, the TRACES table, `Watch` and `run_trace`, the shipped
-model and the Lab 03 samples. No reference here; probes.py holds the probes.
+the scripted world, the byte tokenizer, the TRACES table, `Watch` and `run_trace` (the shipped
+model is loaded in _tiny.py, the Lab 03 samples built in _samples.py). No reference here;
+probes.py holds the probes.
 """
 from __future__ import annotations
-
-import copy
-from functools import lru_cache
 
 from course.batched import EngineConfig, RequestParams, ScriptedBatchedModel, SimulatedCost
 from course.clock import FakeClock
 
-from autograder.checks import audited, ledger_counts, shipped_model
+from autograder.checks import audited, ledger_counts
 from autograder.core import function
+
+from ._tiny import tiny_model, tiny_prompts, tiny_tokenizer
 
 # The notebook's Engine class (a locked setup cell) calls these six; the probes build that Engine.
 ENGINE_PARTS = ("check_admission", "schedule", "run_batch", "advance", "finish", "abort_request")
@@ -378,93 +378,3 @@ def _span_data(tracer, names):
         counters.setdefault(c["name"], []).append([c["time"], c["value"]])
     return {"requests": out, "open": tracer.open_requests(),
             "counters": {k: counters.get(k, []) for k in ("batch_size", "kv_blocks_in_use")}}
-
-
-# ---------------------------------------------------------------- the tiny model (an input)
-
-@lru_cache(maxsize=1)
-def _tiny():
-    from course.batched import BatchedDecoder
-    from course.decoder import CourseDecoder
-    from course.tiny_model import LAB_PROMPTS
-
-    hf, tok = shipped_model()
-    dec = CourseDecoder.from_pretrained(hf)
-    prompts = {f"t{i}": [int(t) for t in tok.encode(LAB_PROMPTS[j])] for i, j in enumerate((0, 7, 12, 17))}
-    return BatchedDecoder(dec), tok, prompts
-
-
-def tiny_model():
-    return _tiny()[0]
-
-
-def tiny_tokenizer():
-    return _tiny()[1]
-
-
-def tiny_prompts():
-    return dict(_tiny()[2])
-
-
-# ---------------------------------------------------------------- Lab 03's saved samples (inputs)
-
-# The runs of Lab 03's failure-log demo; the abnormal ones are its saved samples (inputs,
-# built from course.acceptance in whichever process needs them).
-LAB03_SPECS = (
-    {"fixture": "eos_at_step_3", "params": {"max_tokens": 8}},
-    {"fixture": "eos_at_step_3", "params": {"max_tokens": 2}},
-    {"fixture": "stop_string_3_tokens", "params": {"max_tokens": 16, "stop": ["\nUser:"]}, "inject": {"cancel_at": 7}},
-    {"fixture": "stop_string_3_tokens", "params": {"max_tokens": 16, "deadline": 0.5},
-     "inject": {"seconds_per_call": 0.2}},
-    {"fixture": "eos_at_step_3", "params": {"max_tokens": 8}, "inject": {"raise_at": 2}},
-    {"fixture": "content_filter_banned_word", "params": {"max_tokens": 16}, "inject": {"banned_words": ["swordfish"]}},
-    {"fixture": "sampled_coin_flips", "params": {"max_tokens": 6}, "seed": 3},
-)
-
-
-@lru_cache(maxsize=1)
-def _samples():
-    from course.acceptance import failure_record, run_spec
-    from course.finish import FinishReason
-    runs = [(spec, run_spec(spec)) for spec in LAB03_SPECS]
-    return tuple(failure_record(spec, r) for spec, r in runs if r.finish_reason is not FinishReason.STOP)
-
-
-def replay_record(kind):
-    """A record built from a saved sample, for the clauses the saved ones leave out:
-    cancel_at_0 (the length sample, cancelled before its first step), nan (the error sample
-    with NaN logits instead of the exception), banned_token_ids (a filter by ids only),
-    greedy_coin_flips (the sampled sample with seed None: greedy), other_seed (seed 4, where
-    temperature 1.0 and 2.0 draw differently),
-    no_cost (the timeout sample without seconds_per_call: forwards take no time)."""
-    if kind == "cancel_at_0":
-        r = sample("length")
-        r["inject"] = dict(r.get("inject") or {}, cancel_at=0)
-    elif kind == "nan":
-        r = sample("error")
-        inject = dict(r["inject"])
-        inject["nan_at"] = inject.pop("raise_at")
-        r["inject"] = inject
-    elif kind == "banned_token_ids":
-        r = sample("content_filter")
-        r["inject"] = {"banned_token_ids": [int(r["tokens"][-1])] if r.get("tokens") else [0]}
-    elif kind == "greedy_coin_flips":
-        r = sample("length", seeded=True)
-        r["seed"] = None
-    elif kind == "other_seed":
-        r = sample("length", seeded=True)
-        r["seed"] = 4
-    elif kind == "no_cost":
-        r = sample("timeout")
-        r["inject"] = {k: v for k, v in r["inject"].items() if k != "seconds_per_call"}
-    else:
-        raise KeyError(kind)
-    return r
-
-
-def sample(reason, seeded=False):
-    """A fresh copy of the saved Lab 03 sample that ended with `reason` (seeded: the sampled one)."""
-    for s in _samples():
-        if s["finish_reason"] == reason and (s.get("seed") is not None) == seeded:
-            return copy.deepcopy(s)
-    raise KeyError(reason)

@@ -21,8 +21,9 @@ from course.clock import FakeClock
 from autograder.checks import one_thread
 from autograder.core import Fail, function, raised
 
-from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, admission_attempts, engine_class, replay_record,  # noqa: F401
-                      run_trace, sample, scripted, tiny_model, tiny_prompts, tiny_tokenizer)
+from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, admission_attempts, engine_class,  # noqa: F401
+                      run_trace, scripted, tiny_model, tiny_prompts, tiny_tokenizer)
+from ._samples import replay_record, sample  # noqa: F401
 from ._workload import WORKLOAD, run_workload, workload_model, workload_prompts  # noqa: F401
 
 # ================================================================= probes
