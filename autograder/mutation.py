@@ -567,6 +567,32 @@ def report(lab: str, copy: Path, seconds: float) -> dict:
             "equivalents": [r for r in rows if r["equivalent"]], "mutants_detail": rows}
 
 
+def _copy_env(lab: str, copy: Path) -> dict:
+    """The environment every process of a run in `copy` gets (the copy first on the path)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(copy), LAB_ENV: lab,
+           LOG_ENV: str(copy / ".mutation-log.jsonl")}
+    env.pop(MUTANT_ENV, None)
+    return env
+
+
+def _prepass_and_server(lab: str, copy: Path, env: dict) -> subprocess.Popen:
+    """The pre-pass (the solution's observations, gathered once for every mutant), then the
+    copy's fork server, ready; the caller kills the server."""
+    pre = subprocess.run([sys.executable, "-m", "pytest", *grader_args(lab)], cwd=copy,
+                         env={**env, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                              PREPASS_ENV: "1"}, capture_output=True, text=True)
+    if pre.returncode != 0 or not (copy / OBSERVATIONS).is_file():
+        raise RuntimeError(f"{lab}: the solution fails its graders unmutated (exit {pre.returncode}):\n"
+                           f"{pre.stdout[-3000:]}\n{pre.stderr[-3000:]}")
+    server = subprocess.Popen([sys.executable, "autograder/mutation_fork.py", "serve", SOCKET], cwd=copy,
+                              env={**env, "PYTHONDONTWRITEBYTECODE": "1"}, stdout=subprocess.PIPE, text=True)
+    if server.stdout.readline().strip() != "ready":
+        server.kill()
+        server.wait()
+        raise RuntimeError(f"{lab}: the fork server did not start")
+    return server
+
+
 def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
     """mutmut over the lab's TARGETS in a private copy of the repository; the report."""
     if lab not in TARGETS:
@@ -574,9 +600,7 @@ def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
     if lab not in runnable():
         raise ValueError(f"{lab}'s graders are not a pytest package (autograder/graders/{lab}/) yet.")
     copy = private_copy(Path(tempfile.mkdtemp(prefix=f"mutation-{lab}-")))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(copy), LAB_ENV: lab,
-           LOG_ENV: str(copy / ".mutation-log.jsonl")}
-    env.pop(MUTANT_ENV, None)
+    env = _copy_env(lab, copy)
     try:
         files = [module_file(m) for m in TARGETS[lab]]
         where = subprocess.run([sys.executable, "-c", "import importlib, sys; print(*(importlib.import_module(m)"
@@ -584,17 +608,7 @@ def run_lab(lab: str, *, keep: bool = False, log=print) -> dict:
                                cwd=copy, env=env, check=True, capture_output=True, text=True).stdout.split()
         if [Path(w).resolve() for w in where] != [(copy / f).resolve() for f in files]:
             raise RuntimeError(f"the copy imports {where}, not its own {files}")
-        # the pre-pass: the solution's observations, gathered once for every mutant
-        pre = subprocess.run([sys.executable, "-m", "pytest", *grader_args(lab)], cwd=copy,
-                             env={**env, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-                                  PREPASS_ENV: "1"}, capture_output=True, text=True)
-        if pre.returncode != 0 or not (copy / OBSERVATIONS).is_file():
-            raise RuntimeError(f"{lab}: the solution fails its graders unmutated (exit {pre.returncode}):\n"
-                               f"{pre.stdout[-3000:]}\n{pre.stderr[-3000:]}")
-        server = subprocess.Popen([sys.executable, "autograder/mutation_fork.py", "serve", SOCKET], cwd=copy,
-                                  env={**env, "PYTHONDONTWRITEBYTECODE": "1"}, stdout=subprocess.PIPE, text=True)
-        if server.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"{lab}: the fork server did not start")
+        server = _prepass_and_server(lab, copy, env)
         cmd = [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", ",".join(files),
                "--tests-dir", f"autograder/graders/{lab}", "--runner", runner(lab),
                "--simple-output", "--no-progress"]
@@ -646,22 +660,11 @@ def recheck(lab: str, *, log=print) -> dict:
     prior = json.loads((OUT / f"mutation_{lab}.json").read_text(encoding="utf-8"))
     todo = [r for r in prior["survivors"] if not equivalence(r["module"], r["diff"])]
     copy = private_copy(Path(tempfile.mkdtemp(prefix=f"recheck-{lab}-")))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(copy), LAB_ENV: lab,
-           LOG_ENV: str(copy / ".mutation-log.jsonl"), "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop(MUTANT_ENV, None)
+    env = {**_copy_env(lab, copy), "PYTHONDONTWRITEBYTECODE": "1"}
     out = {"lab": lab, "survivors_before": len(prior["survivors"]), "rechecked": len(todo), "killed": [],
            "survived": [], "not_found": []}
     try:
-        pre = subprocess.run([sys.executable, "-m", "pytest", *grader_args(lab)], cwd=copy,
-                             env={**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", PREPASS_ENV: "1"},
-                             capture_output=True, text=True)
-        if pre.returncode != 0:
-            raise RuntimeError(f"{lab}: the solution fails its graders unmutated (exit {pre.returncode}):\n"
-                               f"{pre.stdout[-3000:]}\n{pre.stderr[-3000:]}")
-        server = subprocess.Popen([sys.executable, "autograder/mutation_fork.py", "serve", SOCKET], cwd=copy,
-                                  env=env, stdout=subprocess.PIPE, text=True)
-        if server.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"{lab}: the fork server did not start")
+        server = _prepass_and_server(lab, copy, env)
         try:
             for row in todo:
                 filename = module_file(row["module"])
