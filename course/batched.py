@@ -77,12 +77,15 @@ class RequestRefused(ValueError):
 class EngineConfig:
     """num_blocks, block_size: the KV pool. max_batch: most running requests at once.
     watermark_blocks: blocks admission leaves free, so running requests can keep
-    decoding without an immediate preemption. max_waiting: the queue limit."""
+    decoding without an immediate preemption. max_waiting: the queue limit.
+    max_overtakes: how many requests that arrived later may be admitted while one
+    request waits, over its whole life (0: strict first come, first served)."""
     num_blocks: int = 256
     block_size: int = 16
     max_batch: int = 16
     watermark_blocks: int = 1
     max_waiting: int = 256
+    max_overtakes: int = 0
 
     def __post_init__(self) -> None:
         check_int("num_blocks", self.num_blocks, 1)
@@ -90,6 +93,7 @@ class EngineConfig:
         check_int("max_batch", self.max_batch, 1)
         check_int("watermark_blocks", self.watermark_blocks, 0, self.num_blocks - 1)
         check_int("max_waiting", self.max_waiting, 0)
+        check_int("max_overtakes", self.max_overtakes, 0)
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,9 @@ class RequestParams:
 
     temperature 0 is greedy; a sampled request draws from its own generator seeded
     with `seed` (a random seed when None). deadline: seconds on the engine's clock
-    from add_request. ignore_eos: keep going past EOS (benchmarks use it).
+    from add_request. ignore_eos: keep going past EOS (benchmarks use it). priority:
+    as in vLLM, a lower value asks to be served earlier (default 0); an engine whose
+    policy ignores it is still correct, and max_overtakes bounds how far it can reach.
     """
     temperature: float = 1.0
     top_p: float = 1.0
@@ -110,8 +116,10 @@ class RequestParams:
     ignore_eos: bool = False
     deadline: float | None = None
     include_stop_str_in_output: bool = False
+    priority: int = 0
 
     def __post_init__(self) -> None:
+        check_int("priority", self.priority)
         SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=self.seed)
         p = validate_params(max_tokens=self.max_tokens, stop=_as_list(self.stop),
                             stop_token_ids=_as_list(self.stop_token_ids),
