@@ -169,8 +169,8 @@ class Engine:
             if batch:
                 results = self._forward(batch)
                 done_at = self.clock()
-                for req, row in zip(batch, results):
-                    outputs.append(self._advance(req, row, done_at))
+                for req, token in zip(batch, self._choose(batch, results)):
+                    outputs.append(self._advance(req, token, done_at))
             now = self.clock()
             self._trace("counter", "batch_size", len(batch), at=now)
             self._trace("counter", "kv_blocks_in_use", self.pool.allocator.num_used, at=now)
@@ -256,11 +256,11 @@ class Engine:
 
     # ------------------------------------------------------------ the forward and each request
 
-    def _forward(self, batch: list[_Request]) -> list:
-        """Logits (V,) per request, or the exception that request raised."""
+    def _forward(self, batch: list[_Request]):
+        """The batch's logits (B, V); or, when the batched forward raised, per request
+        its logits (1, V) alone or the exception it raised alone."""
         try:
-            logits = self.model.forward_batch([r.ids for r in batch], [r.cache for r in batch])
-            return list(logits)                   # one row (V,) per request
+            return self.model.forward_batch([r.ids for r in batch], [r.cache for r in batch])   # (B, V)
         except Exception as batch_error:
             if len(batch) == 1:
                 return [batch_error]
@@ -271,20 +271,37 @@ class Engine:
             req.cache.release()
             req.cache.reserve(len(req.ids))
             try:
-                results.append(self.model.forward_batch([req.ids], [req.cache])[0])
+                results.append(self.model.forward_batch([req.ids], [req.cache]))    # (1, V)
             except Exception as e:
                 results.append(e)
         return results
 
-    def _advance(self, req: _Request, row, now: float) -> RequestOutput:
-        if isinstance(row, Exception):
-            return self._finish(req, FinishReason.ERROR, now, error=f"{type(row).__name__}: {row}")
-        try:
-            if torch.isnan(row).any():
-                raise ValueError(f"the model returned NaN logits at step {len(req.tokens)}")
-            token = self._sample(req, row)
-        except Exception as e:
-            return self._finish(req, FinishReason.ERROR, now, error=f"{type(e).__name__}: {e}")
+    def _choose(self, batch: list[_Request], logits) -> list:
+        """Per request, the token it chose, or the exception that ends it with `error`:
+        its forward raised, its logits hold a NaN, or sampling raised. One max over the
+        whole batch gives every row's greedy token (the first largest, as argmax) and, as
+        NaN propagates through max, tells which rows hold a NaN: one op and two lists for
+        the batch, where ops and conversions per row would cost more than the rows."""
+        if not isinstance(logits, torch.Tensor):     # the batch failed: each request ran alone
+            return [row if isinstance(row, Exception) else self._choose([req], row)[0]
+                    for req, row in zip(batch, logits)]
+        top, greedy = logits.max(dim=-1)                         # (B,), (B,)
+        has_nan, greedy = torch.isnan(top).tolist(), greedy.tolist()
+        chosen = []
+        for i, req in enumerate(batch):
+            try:
+                if has_nan[i]:
+                    raise ValueError(f"the model returned NaN logits at step {len(req.tokens)}")
+                chosen.append(greedy[i] if req.params.temperature == 0 else self._sample(req, logits[i]))
+            except Exception as e:
+                chosen.append(e)
+        return chosen
+
+    def _advance(self, req: _Request, token, now: float) -> RequestOutput:
+        """Take the token _choose gave the request (or end it with its error), then the
+        endings of Lab 03 in their order; a request still running streams its safe text."""
+        if isinstance(token, Exception):
+            return self._finish(req, FinishReason.ERROR, now, error=f"{type(token).__name__}: {token}")
         req.tokens.append(token)
         self._trace("token", req.id, at=now)       # chosen at the end of this forward ...
         self._stage(req, "decode", now)            # ... and the next one is a decode
@@ -313,9 +330,8 @@ class Engine:
         return RequestOutput(req.id, [token], delta, None, None, list(req.tokens), self._usage(req))
 
     def _sample(self, req: _Request, logits: torch.Tensor) -> int:
+        """A token drawn from logits (V,) at the request's temperature, with its own generator."""
         p = req.params
-        if p.temperature == 0:
-            return int(torch.argmax(logits))
         if req.generator is None:
             seed = p.seed if p.seed is not None else random.SystemRandom().randrange(2 ** 63)
             req.generator = torch.Generator(device=logits.device).manual_seed(int(seed))
