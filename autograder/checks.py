@@ -90,6 +90,11 @@ def record(fn: Callable, args: tuple = (), kwargs: dict | None = None) -> dict:
 
 # ---------------------------------------------------------------- judge side
 
+def is_stub(got: Any) -> bool:
+    """The record of the stub's NotImplementedError: the function is not written yet."""
+    return is_raised(got) and got.get("__raised__") == "NotImplementedError"
+
+
 def explain(got: dict) -> tuple[str, str | None]:
     """A sentence and a hint for an exception record from `raised()`."""
     kind, msg = got["__raised__"], got["message"]
@@ -107,6 +112,9 @@ def explain(got: dict) -> tuple[str, str | None]:
 def result_of(rec: dict, call: str, hint: str | None = None, *, expected: Any = None) -> Any:
     """The recorded result, or a Fail saying the call raised (and what that usually means)."""
     got = rec["result"]
+    if is_stub(got):   # not a wrong answer: nothing to compare yet, so no expected/got lines
+        sentence, generic = explain(got)
+        raise Fail(f"{call} {sentence}", hint=generic)
     if is_raised(got):
         sentence, generic = explain(got)
         raise Fail(f"{call} {sentence}", expected=expected, got=describe(got), hint=generic or hint)
@@ -165,6 +173,9 @@ def rejects(rec: dict, call: str, param: str, value: Any, hint: str | None = Non
     shows the value it got, in any reasonable form (show_value=False: a contract that
     asks only for the parameter's name)."""
     got = rec["result"]
+    if is_stub(got):
+        sentence, generic = explain(got)
+        raise Fail(f"{call} {sentence}", hint=generic)
     if not is_raised(got) or (exc == "ValueError" and not got.get("is_value_error")) \
             or (exc != "ValueError" and got["__raised__"] != exc):
         raise Fail(f"{call} should raise {exc} for `{param}`={_shown(value)}", expected=exc,
