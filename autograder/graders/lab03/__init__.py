@@ -75,6 +75,8 @@ generate
   | model error / NaN logits -> error, never raised      | model_error_is_recorded, error_on_the_first_call, |
   |                                                      | nan_logits_are_an_error                           |
   | content filter on text / on a token (EOS included)   | content_filter_on_text, content_filter_on_token   |
+  | input_ids (1, T0) for any T0 >= 1; usage: T0 input   | a_longer_prompt_counts_in_usage                   |
+  |   tokens and len(tokens) output tokens               |                                                   |
 stream_generate
   | never sends a held stop prefix while running         | two_token_stop_never_leaks, stop_inside_..,       |
   |                                                      | three_token_stop_never_leaks                      |

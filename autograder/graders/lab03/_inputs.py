@@ -202,6 +202,9 @@ RUNS = {
                                          include_stop_str_in_output=True)],
     "earliest_of_several_stop_strings": [S("stop_string_3_tokens", max_tokens=16, stop=["\nUser:", "."])],
     "stop_string_on_the_last_allowed_token_is_stop": [S("stop_string_3_tokens", max_tokens=9, stop=["\nUser:"])],
+    # a prompt of several tokens: the fixture's prompt and the run's first tokens, so the script goes on from there
+    "a_longer_prompt_counts_in_usage": [{**S("stop_string_3_tokens", **STOP3), "prompt_ids": [1, 2, 3]},
+                                        {**S("eos_at_step_3", max_tokens=8), "prompt_ids": [1, 2, 3, 4]}],
     # abnormal endings
     "cancelled_before_the_first_call": [S("stop_string_3_tokens", {"cancel_at": 0}, **STOP3)],
     "model_error_is_recorded": [S("eos_at_step_3", {"raise_at": 2}, max_tokens=8)],
@@ -225,7 +228,10 @@ DEFAULT_RUNS = {
     "defaults_need_no_sampler_cancel_or_clock": [S("eos_at_step_3", max_tokens=8), S("stop_string_3_tokens", **STOP3),
                                                  S("sampled_coin_flips", max_tokens=6)],
 }
-RUN_LABELS = {"cancel_at_every_step": [f"cancel after {k} tokens" for k in range(11)]}
+RUN_LABELS = {"cancel_at_every_step": [f"cancel after {k} tokens" for k in range(11)],
+              "a_longer_prompt_counts_in_usage": [
+                  "stop_string_3_tokens (max_tokens=16, stop=['\\nUser:']) on the 3-token prompt '<prompt> Sure,'",
+                  "eos_at_step_3 (max_tokens=8) on the 4-token prompt '<prompt> the cat sat'"]}
 BAD_GENERATE_PARAMS = ({"max_tokens": 0}, {"max_tokens": 4, "stop": "###"}, {"max_tokens": 4, "stop": [""]},
                        {"max_tokens": 4, "deadline": 0}, {"max_tokens": 4, "stop": ["x"] * 17})
 

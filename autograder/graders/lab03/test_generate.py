@@ -40,6 +40,8 @@ def run(name, hint=None, *, visible=False, points=1):
         "dropped unless include_stop_str_in_output."),
     run("earliest_of_several_stop_strings"),
     run("stop_string_on_the_last_allowed_token_is_stop", "Check stop strings before max_tokens."),
+    run("a_longer_prompt_counts_in_usage", "input_ids is a (1, T0) prompt of any length T0: accept every T0 >= 1, "
+        "and report usage[\"input_tokens\"] = T0 = input_ids.shape[1] (len(input_ids) is the batch size, 1)."),
 ])
 def test_stops_and_lengths(observation, key, hint):
     """The result the course loop gives on the same run: tokens, text, finish and stop reason, usage, calls."""
