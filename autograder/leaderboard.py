@@ -1,6 +1,6 @@
 """A class's performance figures, ranked: `python -m autograder leaderboard`.
 
-    python -m autograder leaderboard --lab lab07 --grades grades/lab07 [--anonymous]
+    python -m autograder leaderboard --lab lab07 --grades grades/lab07 [--by ttft_p95] [--anonymous]
 
 reads the per-student JSON records a graded folder holds (GRADES/students/*.json, written
 by `python -m autograder grade`) and writes, next to them,
@@ -13,8 +13,11 @@ The figures are the ones lab07's performance cases record (test_performance.py):
 mean and P95 TTFT and P95 TPOT in seconds of the grader's FakeClock, with the reference
 engine's beside them. They are exact numbers of a fixed workload on a cost model, so the
 ranking is the same on every machine and every run; it never times anything itself. Rows
-are sorted by makespan, then P95 TTFT, then student id; students without figures (their
-engine could not run the workload, or tokens differed from the solo runs) come last. When
+are sorted by one figure (`--by`, makespan unless told), then the others in FIGURES order,
+then student id: designs trade one figure for another (a policy that lets small requests
+go first cuts TTFT and can lengthen the makespan), so an instructor says which one the
+class competes on. Students without figures (their engine could not run the workload, or
+tokens differed from the solo runs) come last. When
 the folder has the batch's grades.csv, only the students it lists are ranked: the batch
 writes it from the records it signed.
 """
@@ -52,9 +55,13 @@ def _listed(grades: Path) -> set[str] | None:
         return {row["student_id"] for row in csv.DictReader(f) if row.get("student_id")}
 
 
-def rows(grades: Path, lab: str, *, anonymous: bool = False) -> tuple[list[dict], dict | None]:
-    """(one row per student of `lab`, ranked; the reference's figures or None)."""
+def rows(grades: Path, lab: str, *, anonymous: bool = False, by: str = "makespan") -> tuple[list[dict], dict | None]:
+    """(one row per student of `lab`, ranked by `by`, the others breaking ties; the reference's
+    figures or None)."""
     from . import reports
+    if by not in FIGURES:
+        raise ValueError(f"`by` must be one of {', '.join(FIGURES)}, got {by!r}.")
+    order = (by, *(k for k in FIGURES if k != by))
     listed = _listed(grades)
     recs = [r for s, r in reports.load_records(grades).items()
             if r.get("lab") == lab and (listed is None or s in listed)]
@@ -70,10 +77,9 @@ def rows(grades: Path, lab: str, *, anonymous: bool = False) -> tuple[list[dict]
                 row["makespan_vs_reference"] = round(f["makespan"] / ref["makespan"], 4)
                 row["ttft_p95_vs_reference"] = round(f["ttft_p95"] / ref["ttft_p95"], 4)
         out.append(row)
-    out.sort(key=lambda r: (r.get("makespan") is None, r.get("makespan") or 0.0, r.get("ttft_p95") or 0.0,
-                            r["student"]))
+    out.sort(key=lambda r: (r.get(by) is None, *(r.get(k) or 0.0 for k in order), r["student"]))
     for i, r in enumerate(out, start=1):
-        r["rank"] = i if r.get("makespan") is not None else None
+        r["rank"] = i if r.get(by) is not None else None
         if anonymous:
             r["student"] = f"student {i}"
     return out, reference
@@ -97,11 +103,11 @@ def table_csv(ranked: list[dict]) -> str:
     return buf.getvalue()
 
 
-def table_markdown(ranked: list[dict], lab: str, reference: dict | None) -> str:
+def table_markdown(ranked: list[dict], lab: str, reference: dict | None, by: str = "makespan") -> str:
     from .reports import markdown_text
     head = [f"# {lab} performance leaderboard", "",
             "Seconds of the grader's FakeClock on the lab's fixed workload (the same on every machine); "
-            "fastest makespan first. A student without figures could not be timed (see their feedback).", ""]
+            f"ranked by {by}, lowest first. A student without figures could not be timed (see their feedback).", ""]
     if reference is not None:
         head += ["Reference engine: " + ", ".join(f"{k} {reference[k]:.4f}" for k in FIGURES), ""]
     names = ("rank", "student", "score", "makespan", "ttft_mean", "ttft_p95", "tpot_p95", "makespan_vs_reference",
@@ -141,13 +147,13 @@ def plot(ranked: list[dict], reference: dict | None, path: Path, lab: str) -> Pa
     return path
 
 
-def write(grades: Path, lab: str, *, anonymous: bool = False) -> tuple[dict[str, Path], list[dict]]:
+def write(grades: Path, lab: str, *, anonymous: bool = False, by: str = "makespan") -> tuple[dict[str, Path], list[dict]]:
     """Write leaderboard.md, .csv and .png into `grades`; return their paths and the ranked rows."""
     from .reports import write_atomic
     grades = Path(grades)
-    ranked, reference = rows(grades, lab, anonymous=anonymous)
+    ranked, reference = rows(grades, lab, anonymous=anonymous, by=by)
     paths = {"md": grades / "leaderboard.md", "csv": grades / "leaderboard.csv", "png": grades / "leaderboard.png"}
-    write_atomic(paths["md"], table_markdown(ranked, lab, reference))
+    write_atomic(paths["md"], table_markdown(ranked, lab, reference, by))
     write_atomic(paths["csv"], table_csv(ranked))
     plot(ranked, reference, paths["png"], lab)
     return paths, ranked
@@ -157,6 +163,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("leaderboard", help="rank a graded folder by the performance figures (table and PNG)")
     p.add_argument("--lab", required=True, help="labNN (lab07 records the figures)")
     p.add_argument("--grades", required=True, help="a folder written by `grade --out` (its students/*.json)")
+    p.add_argument("--by", default="makespan", help=f"the figure to rank by, lowest first: {', '.join(FIGURES)} "
+                                                    "(default makespan)")
     p.add_argument("--anonymous", action="store_true", help="show ranks as 'student N' instead of student ids")
     p.set_defaults(func=main)
 
@@ -168,12 +176,15 @@ def main(args) -> int:
     if args.lab not in _labs():
         print(f"error: `--lab` must be one of {', '.join(_labs())}, got {args.lab!r}.", file=sys.stderr)
         return 2
+    if args.by not in FIGURES:
+        print(f"error: `--by` must be one of {', '.join(FIGURES)}, got {args.by!r}.", file=sys.stderr)
+        return 2
     grades = Path(args.grades)
     if not (grades / "students").is_dir():
         print(f"error: `--grades` must be a folder written by `python -m autograder grade --out`, with a "
               f"students/ folder; got {str(grades)!r}.", file=sys.stderr)
         return 2
-    paths, ranked = write(grades, args.lab, anonymous=args.anonymous)
+    paths, ranked = write(grades, args.lab, anonymous=args.anonymous, by=args.by)
     timed = sum(r.get("makespan") is not None for r in ranked)
     print(f"{args.lab}: {timed} of {len(ranked)} students timed; wrote {paths['md']}, {paths['csv']}, {paths['png']}")
     return 0

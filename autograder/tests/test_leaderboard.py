@@ -129,6 +129,35 @@ def test_the_performance_figures_are_the_same_on_every_run_and_reach_the_record(
         a["ttft_p95"] > perf.TTFT_MARGIN * want["ttft_p95"]
 
 
+def test_two_correct_designs_get_different_figures_ranked_by_the_figure_asked(tmp_path):
+    """The reference (first come, first served) and a bypass that lets small requests fill the
+    free blocks (correct_bounded_bypass.py, within the workload's max_overtakes) both earn the
+    performance points; the bypass gets its first tokens out sooner and finishes later, and the
+    leaderboard ranks them by whichever figure the instructor names."""
+    from autograder.graders.lab07 import probes
+    from autograder.graders.lab07 import performance as perf
+    ref = perf.reference_figures()
+    bypass = perf.figures(probes.workload(_namespace("correct_bounded_bypass.py")))
+    assert bypass == perf.figures(probes.workload(_namespace("correct_bounded_bypass.py")))
+    assert bypass["ttft_mean"] < ref["ttft_mean"] and bypass["ttft_p95"] < ref["ttft_p95"]
+    assert ref["makespan"] < bypass["makespan"] <= perf.MAKESPAN_MARGIN * ref["makespan"]
+
+    def figs(f):
+        return {**f, **{f"reference_{k}": v for k, v in ref.items()}}
+    folder = _graded_folder(tmp_path, [
+        _record(name, [_case("makespan_within_margin_of_the_reference", True, figs(f)),
+                       _case("p95_ttft_within_margin_of_the_reference", True, figs(f))])
+        for name, f in (("fcfs", ref), ("bypass", bypass))])
+    assert [r["student"] for r in leaderboard.rows(folder, "lab07")[0]] == ["fcfs", "bypass"]
+    for by in ("ttft_p95", "ttft_mean"):
+        assert [r["student"] for r in leaderboard.rows(folder, "lab07", by=by)[0]] == ["bypass", "fcfs"]
+    assert cli.main(["leaderboard", "--lab", "lab07", "--grades", str(folder), "--by", "ttft_p95"]) == 0
+    assert "ranked by ttft_p95" in (folder / "leaderboard.md").read_text()
+    assert cli.main(["leaderboard", "--lab", "lab07", "--grades", str(folder), "--by", "speed"]) == 2
+    with pytest.raises(ValueError, match="`by` must be one of"):
+        leaderboard.rows(folder, "lab07", by="speed")
+
+
 def test_the_judge_times_only_what_the_log_and_the_workload_allow():
     import copy
 

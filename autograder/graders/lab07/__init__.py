@@ -23,6 +23,7 @@ to each request's solo run, logits within 1e-4).
 
     _inputs.py    the scripted world, Watch, run_trace, the TRACES table by name (sent to the child)
     _samples.py   Lab 03's saved samples and the replay records built from them (sent to the child)
+    _policy.py    the traces of the admission policy's bound, max_overtakes (sent to the child)
     _tiny.py      the shipped tiny model, batched, with its tokenizer and prompts (sent to the child)
     _workload.py  the performance WORKLOAD and run_workload (sent to the child)
     performance.py  the performance judge: figures replayed from the Watch's log, the reference's
@@ -51,6 +52,9 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   | a late abort is ignored                             | late_abort_is_ignored                            |
   | FCFS: the oldest is never skipped, never starved    | fcfs_head_is_not_skipped, no_request_waits_..    |
   | admission within the block budget and watermark     | admission_respects_the_block_budget, watermark.. |
+  | any admission order, but no waiting request passed  | a_bypass_passes_nobody_too_often,                |
+  |   by more than max_overtakes later arrivals (a      | a_priority_passes_nobody_too_often               |
+  |   bypass by size, an order by params.priority)      |                                                  |
   | while something runs, a request that would leave    | watermark_waits_while_others_run                 |
   |   < watermark_blocks free waits, even if it fits    |                                                  |
   | a preempted request goes to the FRONT of the queue  | preempted_request_goes_first                     |

@@ -15,7 +15,9 @@ from ._inputs import EOS, VOCAB, Watch
 # None). Most answers are short and a few long, so how many requests an engine admits per step
 # decides how full its batch stays; the pool (32 blocks of 4 tokens) holds about five average
 # requests, so admission waits for blocks and a long one gets preempted. Three requests are
-# aborted: two long ones while they run, one while it may still wait.
+# aborted: two long ones while they run, one while it may still wait. The admission policy may
+# pass a waiting request up to 4 times (max_overtakes): the reference stays first come, first
+# served, and a policy that lets small requests fill the free blocks gets other figures.
 WORKLOAD_REQUESTS = (
     (0.00, 24, 3, None), (0.00, 4, 24, None), (0.00, 12, 4, None), (0.00, 32, 6, None),
     (0.00, 6, 2, None), (0.00, 16, 5, 3), (0.00, 8, 16, None), (0.00, 2, 3, None),
@@ -29,7 +31,7 @@ WORKLOAD_REQUESTS = (
 WORKLOAD = dict(
     requests=[(at, f"w{i:02d}", n, m) for i, (at, n, m, _) in enumerate(WORKLOAD_REQUESTS)],
     aborts={"w01": 0.2, "w23": 0.6, "w27": 0.55},            # seconds: the client goes away then
-    config={"num_blocks": 32, "block_size": 4, "max_batch": 8, "watermark_blocks": 1},
+    config={"num_blocks": 32, "block_size": 4, "max_batch": 8, "watermark_blocks": 1, "max_overtakes": 4},
     cost=(0.020, 0.0004, 0.00002),                            # a + b * tokens fed + c * tokens cached
     max_steps=2000)
 

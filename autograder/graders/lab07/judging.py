@@ -107,6 +107,26 @@ def rows_per_step(obs) -> list[list]:
     return out
 
 
+def overtakes(obs, trace: str) -> dict:
+    """{name: how many requests that arrived after it were admitted while it waited}, read from
+    the log: a request is admitted in a step whose forward has its row with 0 tokens cached (a
+    prefill, or the recompute after a preemption), and waits in every step after its arrival in
+    which it neither runs nor has ended. Arrival order is the trace's order of add_request calls."""
+    arrivals = TRACES[trace]["arrivals"]
+    seq = {name: i for i, (_, name, _) in enumerate(arrivals)}
+    arrived = {name: at for at, name, _ in arrivals}
+    ended = {name: r["finished_at"] for name, r in per_request(obs).items()}
+    count = dict.fromkeys(seq, 0)
+    for i, rows in enumerate(rows_per_step(obs)):
+        here = {r[0] for r in rows}
+        for new in {r[0] for r in rows if r[1] == 0 and r[0] in seq}:
+            for name in seq:
+                if (seq[name] < seq[new] and arrived[name] <= i and name not in here
+                        and (ended.get(name) is None or ended[name] >= i)):
+                    count[name] += 1
+    return count
+
+
 def case(name, *values, probe, visible=False, points=1):
     """One row of a case table: `values` for the test's parameters and the probe call (name, *plain args)."""
     return pytest.param(*values, id=name, marks=[pytest.mark.probe(*probe),

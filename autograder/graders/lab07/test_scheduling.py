@@ -7,7 +7,7 @@ import pytest
 from autograder.checks import one_thread
 from autograder.core import Fail, describe, is_raised
 
-from .judging import data, expected, per_request, pool_full_at_end, rows_per_step, same_requests
+from .judging import case, data, expected, overtakes, per_request, pool_full_at_end, rows_per_step, same_requests
 from .probes import PROMPTS, STREAM_END, TRACES
 
 pytestmark = pytest.mark.cell("scheduling_is_fcfs_and_preempts_the_newest",
@@ -93,6 +93,29 @@ def test_preempts_the_newest(observation):
                 return
         raise Fail("no request was preempted",
                    hint="Preempt when the running requests need more blocks than are free.")
+
+
+@pytest.mark.parametrize("trace", [
+    case("a_bypass_passes_nobody_too_often", "bypass", probe=("trace", "bypass"), points=2),
+    case("a_priority_passes_nobody_too_often", "priority", probe=("trace", "priority"), points=2),
+])
+def test_overtakes_within_the_bound(observation, trace):
+    """Whatever the admission policy (FCFS, a bypass by size, a priority order), no waiting request
+    is passed by more than config.max_overtakes later arrivals, and every request still gets the
+    tokens it gets alone."""
+    with one_thread():
+        obs = data(observation)
+        bound = TRACES[trace]["config"]["max_overtakes"]
+        over = {n: k for n, k in overtakes(obs, trace).items() if k > bound}
+        if over:
+            raise Fail(f"with max_overtakes={bound}, request(s) {sorted(over)} were passed by more later "
+                       "arrivals than that while they waited", expected=f"<= {bound} each", got=over,
+                       hint="Count, for every waiting request, how many requests that arrived after it (a "
+                            "larger req.seq) you admit while it waits, including a preempted one coming back; "
+                            "admit a request only if every older waiting request has been passed fewer than "
+                            "max_overtakes times. With 0, that is first come, first served.")
+        same_requests(obs, trace)
+        pool_full_at_end(obs)
 
 
 @pytest.mark.probe("trace", "watermark")
