@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -288,12 +289,26 @@ class _PagedBatchView:
         return out[0], out[1]
 
 
+def _pair(module) -> tuple[torch.Tensor, torch.Tensor]:
+    return module.weight, module.bias
+
+
 class BatchedDecoder:
     """A course.decoder.CourseDecoder that runs many paged-cache requests in one forward."""
 
     def __init__(self, decoder: CourseDecoder) -> None:
         check_type("decoder", decoder, CourseDecoder, "a course.decoder.CourseDecoder")
         self.decoder = decoder
+        if type(decoder) is CourseDecoder:      # the network _run_paged runs
+            # The tensors _run_paged reads, looked up once: an nn.Module attribute lookup
+            # costs about as much as a small tensor op. They are the decoder's own
+            # Parameters, so in-place changes (load_state_dict, .to()) show here too.
+            self._layers = [SimpleNamespace(ln_1=_pair(b.ln_1), c_attn=_pair(b.attn.c_attn),
+                                            attn_proj=_pair(b.attn.c_proj), ln_2=_pair(b.ln_2),
+                                            c_fc=_pair(b.mlp.c_fc), mlp_proj=_pair(b.mlp.c_proj))
+                            for b in decoder.h]
+            self._ends = SimpleNamespace(wte=decoder.wte.weight, wpe=decoder.wpe.weight, ln_f=_pair(decoder.ln_f),
+                                         lm_head=decoder.lm_head.weight)
         self.vocab_size = decoder.config.vocab_size
         self.max_context = decoder.config.n_positions
         self.eos_token_id = None          # the tokenizer knows it; the engine asks there
@@ -345,24 +360,24 @@ class BatchedDecoder:
         allowed = mask[:, None, None, :]                                     # (B, 1, 1, T)
         if t > 1:   # query i (key column T - t + i) may see key columns 0 .. T - t + i
             allowed = allowed & torch.ones(t, T, dtype=torch.bool, device=ids.device).tril(diagonal=T - t)
-        x = F.embedding(ids, d.wte.weight) + F.embedding(pos, d.wpe.weight)  # (B, t, C)
+        e = self._ends
+        x = F.embedding(ids, e.wte) + F.embedding(pos, e.wpe)                # (B, t, C)
         # finfo.min, not -inf, as in the decoder: a left-pad query row sees no key at all
         bias = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device).masked_fill_(
             ~allowed, torch.finfo(x.dtype).min)                              # (B, 1, t or 1, T)
         eps = d.config.layer_norm_eps
-        for layer, block in enumerate(d.h):
-            attn, mlp, ln_1, ln_2 = block.attn, block.mlp, block.ln_1, block.ln_2
-            h = F.layer_norm(x, (C,), ln_1.weight, ln_1.bias, eps)
-            qkv = F.linear(h, attn.c_attn.weight, attn.c_attn.bias)          # (B, t, 3C)
+        for layer, w in enumerate(self._layers):                            # (weight, bias) pairs
+            h = F.layer_norm(x, (C,), *w.ln_1, eps)
+            qkv = F.linear(h, *w.c_attn)                                     # (B, t, 3C)
             q, k, v = qkv.view(B, t, 3, H, C // H).permute(2, 0, 3, 1, 4)    # 3 x (B, H, t, D)
             k, v = view.append(layer, k, v)                                  # (B, H, T, D)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)      # (B, H, t, D)
-            x = x + F.linear(y.transpose(1, 2).reshape(B, t, C), attn.c_proj.weight, attn.c_proj.bias)
-            h = F.layer_norm(x, (C,), ln_2.weight, ln_2.bias, eps)
-            h = F.gelu(F.linear(h, mlp.c_fc.weight, mlp.c_fc.bias), approximate="tanh")
-            x = x + F.linear(h, mlp.c_proj.weight, mlp.c_proj.bias)          # (B, t, C)
-        last = F.layer_norm(x[:, -1], (C,), d.ln_f.weight, d.ln_f.bias, eps)  # (B, C)
-        return F.linear(last, d.lm_head.weight)                              # (B, V)
+            x = x + F.linear(y.transpose(1, 2).reshape(B, t, C), *w.attn_proj)
+            h = F.layer_norm(x, (C,), *w.ln_2, eps)
+            h = F.gelu(F.linear(h, *w.c_fc), approximate="tanh")
+            x = x + F.linear(h, *w.mlp_proj)                                 # (B, t, C)
+        last = F.layer_norm(x[:, -1], (C,), *e.ln_f, eps)                    # (B, C)
+        return F.linear(last, e.lm_head)                                     # (B, V)
 
     def __repr__(self) -> str:
         return f"BatchedDecoder({self.decoder.config})"
