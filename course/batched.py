@@ -340,8 +340,13 @@ class BatchedDecoder:
         paged = all(type(c) is PagedKVCache and c.pool is caches[0].pool for c in caches) \
             and caches[0].pool.dtype == self.decoder.wte.weight.dtype
         if paged and type(self.decoder) is CourseDecoder:
-            view = _PagedBatchView(caches, past, n_new, width, t)
-            return self._run_paged(ids.to(device), view, mask.to(device))    # (B, V)
+            # inference_mode also skips autograd's bookkeeping that no_grad keeps on every op
+            # (about a tenth of a step's time here). Writes go into the pool, made outside it;
+            # the logits are cloned out of it, so a caller may still change them in place.
+            with torch.inference_mode():
+                view = _PagedBatchView(caches, past, n_new, width, t)
+                logits = self._run_paged(ids.to(device), view, mask.to(device))    # (B, V)
+            return logits.clone()
         view = _PagedBatchView(caches, past, n_new, width, t) if paged else _BatchView(caches, n_new, width, t)
         logits = self.decoder._run(ids.to(device), view, mask.to(device))   # (B, t, V)
         return logits[:, -1, :]                                          # (B, V): each row's last token
