@@ -264,17 +264,18 @@ class _PagedBatchView:
         start = torch.tensor([width - p - n for p, n in zip(past, n_new)], device=device)        # (B,) pads
         col = torch.arange(width, device=device)                                                  # (T,)
         pos = (col - start[:, None]).clamp(min=0)                                                 # (B, T)
-        blk, slot = table.gather(1, pos // bs), pos % bs                                          # (B, T)
-        heads = torch.arange(H, device=device)[None, :, None]                                     # (1, H, 1)
-        self.read = ((blk[:, None, :] * H + heads) * bs + slot[:, None, :]).flatten()           # (B*H*T,)
+        # (blk * H + h) * bs + slot = head 0's pool row + h * bs: one sum per head, not four ops
+        head0 = (table.gather(1, pos // bs) * (H * bs)).add_(pos % bs)                            # (B, T)
+        heads = torch.arange(0, H * bs, bs, device=device)                                        # (H,) h * bs
+        self.read = (head0[:, None, :] + heads[:, None]).flatten()                               # (B*H*T,)
         self.shape = (len(caches), H, width, pool.head_dim)
         # The query columns that are real new tokens (a shorter row is left-padded).
         queries = col[width - t:]                                                                 # (t,)
         self.new = None if min(n_new) == t else queries >= (width - torch.tensor(n_new, device=device))[:, None]
-        wblk, wslot = blk[:, width - t:], slot[:, width - t:]                                     # (B, t)
+        written = head0[:, width - t:]                                                            # (B, t)
         if self.new is not None:
-            wblk, wslot = wblk[self.new], wslot[self.new]                                         # (n,)
-        self.write = ((wblk.reshape(-1, 1) * H + heads.view(1, H)) * bs + wslot.reshape(-1, 1)).flatten()  # (n*H,)
+            written = written[self.new]                                                           # (n,)
+        self.write = (written.reshape(-1, 1) + heads).flatten()                                   # (n*H,)
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         out = []
