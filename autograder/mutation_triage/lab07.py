@@ -124,16 +124,11 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     (_ENGINE, "outputs = None"): "drain " + _NOT_IN_NOTEBOOK,
     (_ENGINE, "done[out.request_id] = None"): "drain " + _NOT_IN_NOTEBOOK,
     (_ENGINE, "if on_step is  None:"): "drain " + _NOT_IN_NOTEBOOK,
+    # --- engine.text with nothing to decode with
+    (_ENGINE, "return self._decode(tokens) if self._decode is not None or tokens else \"\""):
+        "text without a tokenizer or a model's decode is the notebook's given Engine.text (a locked cell: \"\" "
+        "without a tokenizer), the same in every submission; no lab engine is built without a decoder, and no "
+        "graded function's contract says more than engine.text(...): a case could only test the given helper",
 }
 
-GAPS: dict[tuple[str, str], str] = {
-    (_ENGINE, "safe = 1"):
-        "when a trailing \"\\ufffd\" follows text held back for a stop string, what is safe is streamed at once: a "
-        "case must compare each step's delta on such a trace (a stop string that begins before a split character, "
-        "e.g. stop=[\"o\\u4e2d?\"] on the bytes text); no trace has one",
-    (_ENGINE, "safe -= 2"):
-        "as above: only the step at which held text before a split character is streamed differs, never the joined text",
-    (_ENGINE, "return self._decode(tokens) if self._decode is not None or tokens else \"\""):
-        "engine.text() without any decoder (no tokenizer, a model without decode) is \"\": every trace's model has "
-        "decode, so no case runs an engine with nothing to decode with",
-}
+GAPS: dict[tuple[str, str], str] = {}

@@ -62,14 +62,28 @@ BYTE_PIECES = [v.encode() for v in VOCAB]
 BYTE_PIECES[5], BYTE_PIECES[6] = b"\xe4\xb8", b"\xad"
 
 
+# For the "mixed_bytes" traces, a token holds whole characters and then half of one: id 4 is
+# "rld" + the first two bytes of "\u4e2d", id 7 its last byte + "!".
+MIXED_PIECES = list(BYTE_PIECES)
+MIXED_PIECES[4], MIXED_PIECES[7] = b"rld\xe4\xb8", b"\xad!"
+
+
 class ByteTokenizer:
     """A byte-level tokenizer over BYTE_PIECES: decode joins the bytes and replaces an
     incomplete UTF-8 sequence with "\ufffd", as a real BPE tokenizer's decode does."""
 
     eos_token_id = EOS
+    pieces = BYTE_PIECES
 
     def decode(self, ids):
-        return b"".join(BYTE_PIECES[int(i)] for i in ids).decode("utf-8", errors="replace")
+        return b"".join(self.pieces[int(i)] for i in ids).decode("utf-8", errors="replace")
+
+
+class MixedByteTokenizer(ByteTokenizer):
+    pieces = MIXED_PIECES
+
+
+TOKENIZERS = {"vocab": lambda: None, "bytes": ByteTokenizer, "mixed_bytes": MixedByteTokenizer}
 
 
 def G(max_tokens=8, **kw):
@@ -117,6 +131,9 @@ TRACES = {
     # p2's text is "Hello" + "\u4e2d" (two tokens: after the first, the text ends with "\ufffd") + "!!"
     "half_character": dict(arrivals=[(0, "p2", G(6)), (0, "p1", G(6))], text="bytes",
                            config={"num_blocks": 32, "block_size": 2, "max_batch": 8}),
+    # p4's text is " wo" + "rld" and half of "\u4e2d" (one token) + the rest of it and "!": "rld" is safe at once
+    "text_before_half_character": dict(arrivals=[(0, "p4", G(6))], text="mixed_bytes",
+                                       config={"num_blocks": 32, "block_size": 2, "max_batch": 8}),
     # the stop token and the stop string are kept in the text
     "include_stop": dict(arrivals=[(0, "p4", G(10, stop_token_ids=[7], include_stop_str_in_output=True)),
                                    (0, "p2", G(10, stop=["\nUser:"], include_stop_str_in_output=True))],
@@ -282,9 +299,9 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
     """Step an engine through a trace; return plain data.
 
     arrivals: [(step, name, params dict)]; aborts: {step: [names]} applied before that
-    step; cost: (fixed, per_token) for a SimulatedCost on the engine's FakeClock; text "bytes":
-    the engine decodes with a ByteTokenizer; inject["fail_after_write"]: the Watch's. The tests
-    run the same function on the reference engine.
+    step; cost: (fixed, per_token) for a SimulatedCost on the engine's FakeClock; text "bytes" or
+    "mixed_bytes": the engine decodes with that TOKENIZERS entry; inject["fail_after_write"]: the
+    Watch's. The tests run the same function on the reference engine.
     """
     clock = FakeClock()
     fail_after_write = None
@@ -294,7 +311,7 @@ def run_trace(Engine, *, arrivals, config, model="scripted", inject=None, aborts
     else:
         inject = dict(inject or {})
         fail_after_write = inject.pop("fail_after_write", None)
-        base, tokenizer, prompts = scripted(**inject), ByteTokenizer() if text == "bytes" else None, PROMPTS
+        base, tokenizer, prompts = scripted(**inject), TOKENIZERS[text](), PROMPTS
     if cost is not None:
         base = SimulatedCost(base, clock, *cost)
     watch = Watch(base, prompts, keep_logits, fail_after_write if model != "tiny" else None)

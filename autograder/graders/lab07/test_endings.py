@@ -17,6 +17,8 @@ PARTIAL_WRITE_HINT = ("The failed batch call wrote the caches of the requests be
                       "each request alone, release its cache and reserve len(req.ids) tokens again.")
 HALF_CHARACTER_HINT = ("Never stream a trailing \"\\ufffd\": it is half of a character whose other bytes come with the "
                        "next token. Hold it back (do not advance req.sent past it) and send the whole character later.")
+SAFE_AT_ONCE_HINT = ("Each step streams all of its new safe text: hold back only a trailing \"\\ufffd\" and a possible "
+                     "start of a stop string, so a token \"rld\" + half a character sends \"rld\" in its own step.")
 INCLUDE_STOP_HINT = ("With include_stop_str_in_output the final text keeps the stop token's text, or runs to the end "
                      "of the stop string, and nothing is held back while streaming.")
 ERROR_HINT = ("When forward_batch raises, recompute each request alone and end only those that fail alone "
@@ -124,14 +126,29 @@ def test_stop_kept_with_include_stop_str_in_output(observation):
     """include_stop_str_in_output keeps the stop token's text and the stop string in the text."""
     with one_thread():
         same_requests(observation, "include_stop", ("tokens", "text", "finish", "stop_reason"), INCLUDE_STOP_HINT)
-        got, want = data(observation)["steps"], expected("include_stop")["steps"]
-        for i, (g, w) in enumerate(zip(got, want)):
-            g_deltas = {o[0]: o[2] for o in g["outputs"]}
-            for name, _, delta, _, _ in w["outputs"]:
-                if g_deltas.get(name) != delta:
-                    raise Fail(f"step {i} streamed {g_deltas.get(name)!r} for request {name!r}: under "
-                               "include_stop_str_in_output nothing is held back", expected=delta,
-                               got=g_deltas.get(name), hint=INCLUDE_STOP_HINT)
+        same_deltas(observation, "include_stop", "under include_stop_str_in_output nothing is held back",
+                    INCLUDE_STOP_HINT)
+
+
+@pytest.mark.probe("trace", "text_before_half_character")
+def test_text_before_a_half_character_streams_at_once(observation):
+    """A token holding whole characters and then half of one ("rld" + half of "\u4e2d"): its
+    whole characters are streamed in its own step, the half character with the next token."""
+    with one_thread():
+        same_requests(observation, "text_before_half_character", ("tokens", "text", "finish"), SAFE_AT_ONCE_HINT)
+        same_deltas(observation, "text_before_half_character", "each step streams all of its new safe text, "
+                    "the characters before a trailing half character included", SAFE_AT_ONCE_HINT)
+
+
+def same_deltas(observation, trace, why, hint):
+    """Each step's text delta of each request equals the reference engine's."""
+    got, want = data(observation)["steps"], expected(trace)["steps"]
+    for i, (g, w) in enumerate(zip(got, want)):
+        g_deltas = {o[0]: o[2] for o in g["outputs"]}
+        for name, _, delta, _, _ in w["outputs"]:
+            if g_deltas.get(name) != delta:
+                raise Fail(f"step {i} streamed {g_deltas.get(name)!r} for request {name!r}: {why}", expected=delta,
+                           got=g_deltas.get(name), hint=hint)
 
 
 @pytest.mark.probe("trace", "held_at_the_end")
