@@ -320,11 +320,14 @@ class Engine:
         if len(req.tokens) == p.max_tokens:
             return self._finish(req, FinishReason.LENGTH, now, new=[token], text=raw)
         # Still running: release only text that can no longer become part of a stop string
-        # (nor of an unfinished UTF-8 character).
-        held = 0 if p.include_stop_str_in_output else holdback_length(raw, list(p.stop))
-        safe = len(raw) - held
-        while safe > req.sent and raw[safe - 1] == "\ufffd":
-            safe -= 1
+        # (nor of an unfinished UTF-8 character). A trailing "\ufffd" is half a character
+        # that comes whole with the next token: step back over it BEFORE the holdback, so
+        # text just before it ("o" of a stop string "o\u4e2d!") is held too.
+        end = len(raw)
+        while end > req.sent and raw[end - 1] == "\ufffd":
+            end -= 1
+        held = 0 if p.include_stop_str_in_output else holdback_length(raw[:end], list(p.stop))
+        safe = end - held
         delta = raw[req.sent:safe] if safe > req.sent else ""
         req.sent = max(req.sent, safe)
         return RequestOutput(req.id, [token], delta, None, None, list(req.tokens), self._usage(req))
