@@ -47,6 +47,8 @@ Engine (the notebook's given class) over check_admission, schedule, run_batch, a
   | stream never ends with "\ufffd" (half a character)  | half_character_never_streamed                    |
   | each delta: all the step's new safe text ("rld"     | text_before_a_half_character_streams_at_once     |
   |   before half a character is sent in its step)      |                                                  |
+  | the holdback is taken before a trailing "\ufffd":   | stop_string_before_a_half_character_is_held      |
+  |   "o" of stop "o\u4e2d!" held; deltas joined = text |                                                  |
   | include_stop_str_in_output keeps the stop text      | stop_kept_with_include_stop_str_in_output        |
   | an ending frees blocks in its own step              | blocks_released_in_the_finishing_step            |
   | no forward for a finished request                   | no_forward_after_finishing                       |

@@ -11,7 +11,7 @@ from course.clock import FakeClock
 from autograder.checks import audited, ledger_counts
 from autograder.core import function
 
-from ._policy import POLICY_TRACES
+from ._policy import HELD_TRACES, POLICY_TRACES
 from ._tiny import tiny_model, tiny_prompts, tiny_tokenizer
 
 # The notebook's Engine class (a locked setup cell) calls these six; the probes build that Engine.
@@ -196,7 +196,7 @@ TRACES = {
                           config={"num_blocks": 9, "block_size": 2, "max_batch": 8, "watermark_blocks": 0},
                           cost=(1.0, 0.1), tracer=True),
 }
-TRACES.update(POLICY_TRACES)       # the admission policy's bound (_policy.py)
+TRACES.update(POLICY_TRACES, **HELD_TRACES)      # the admission policy's bound, held text (_policy.py)
 
 
 class Watch:

@@ -1,8 +1,12 @@
-"""lab07's traces for the admission policy's one bound (sent to the sandboxed child with the
-probes; no reference here). The policy is the student's: first come, first served, a bypass
-that lets smaller requests fill the free blocks, or a priority order. Whatever it is, no waiting
-request may be passed by more than config.max_overtakes later arrivals; these two traces make
-a policy that ignores the bound pass someone more often than that.
+"""lab07's later traces (sent to the sandboxed child with the probes; no reference here);
+_inputs.py adds them to its TRACES.
+
+POLICY_TRACES, the admission policy's one bound. The policy is the student's: first come, first
+served, a bypass that lets smaller requests fill the free blocks, or a priority order. Whatever
+it is, no waiting request may be passed by more than config.max_overtakes later arrivals; these
+two traces make a policy that ignores the bound pass someone more often than that.
+
+HELD_TRACES, text held back while the stream ends with half a character.
 """
 from __future__ import annotations
 
@@ -27,4 +31,14 @@ POLICY_TRACES = {
                                (2, "p4", _greedy(3, priority=-1)), (3, "p5", _greedy(3)), (4, "p6", _greedy(3))],
                      config={"num_blocks": 64, "block_size": 2, "max_batch": 1, "watermark_blocks": 0,
                              "max_overtakes": 1}),
+}
+
+
+HELD_TRACES = {
+    # On the "bytes" text p2 is "Hel", "lo", half of "\u4e2d", its other half, "!", "!". While the
+    # text is "Hello" + half a character, its "o" may begin either stop string: it is held. p2 stops
+    # at "o\u4e2d!" (final text "Hell"); p2#held never sees "o\u4e2d?" and sends the "o" with "\u4e2d!".
+    "held_before_half_character": dict(arrivals=[(0, "p2", _greedy(6, stop=["o\u4e2d!"])),
+                                                 (0, "p2#held", _greedy(6, stop=["o\u4e2d?"]))], text="bytes",
+                                       config={"num_blocks": 32, "block_size": 2, "max_batch": 8}),
 }

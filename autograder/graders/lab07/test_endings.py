@@ -19,6 +19,10 @@ HALF_CHARACTER_HINT = ("Never stream a trailing \"\\ufffd\": it is half of a cha
                        "next token. Hold it back (do not advance req.sent past it) and send the whole character later.")
 SAFE_AT_ONCE_HINT = ("Each step streams all of its new safe text: hold back only a trailing \"\\ufffd\" and a possible "
                      "start of a stop string, so a token \"rld\" + half a character sends \"rld\" in its own step.")
+HELD_BEFORE_HALF_HINT = ("Step back over a trailing \"\\ufffd\" first, then hold back a possible start of a stop string "
+                         "in the text before it (holdback_length(raw[:end], stop)): with stop=[\"o\\u4e2d!\"], the text "
+                         "\"Hello\" + half of \"\\u4e2d\" may send only \"Hell\", since its \"o\" may begin the stop "
+                         "string. The deltas of a request, joined, are its final text.")
 INCLUDE_STOP_HINT = ("With include_stop_str_in_output the final text keeps the stop token's text, or runs to the end "
                      "of the stop string, and nothing is held back while streaming.")
 ERROR_HINT = ("When forward_batch raises, recompute each request alone and end only those that fail alone "
@@ -138,6 +142,27 @@ def test_text_before_a_half_character_streams_at_once(observation):
         same_requests(observation, "text_before_half_character", ("tokens", "text", "finish"), SAFE_AT_ONCE_HINT)
         same_deltas(observation, "text_before_half_character", "each step streams all of its new safe text, "
                     "the characters before a trailing half character included", SAFE_AT_ONCE_HINT)
+
+
+@pytest.mark.probe("trace", "held_before_half_character")
+def test_stop_string_before_a_half_character_is_held(observation):
+    """Text that may begin a stop string is held while half a character follows it ("Hello" +
+    half of "\u4e2d", stop "o\u4e2d!"): each step's delta is the reference's, and the deltas
+    joined are the final text."""
+    with one_thread():
+        obs = data(observation)
+        records = obs.get("records")
+        finals = records.get("finals") if isinstance(records, dict) else None
+        for name, r in per_request(obs).items():      # engine.finished[id] holds the final text
+            final = finals.get(name) if isinstance(finals, dict) else None
+            if r["finish"] is not None and isinstance(final, list) and len(final) == 4 and final[1] != r["text"]:
+                raise Fail(f"request {name!r} streamed {r['text']!r} in all, but its final text is {final[1]!r}: "
+                           "the deltas of a request, joined, are its final text", expected=final[1], got=r["text"],
+                           hint=HELD_BEFORE_HALF_HINT)
+        same_requests(obs, "held_before_half_character", ("tokens", "text", "finish", "stop_reason"),
+                      HELD_BEFORE_HALF_HINT)
+        same_deltas(obs, "held_before_half_character", "the text before a trailing half character that may "
+                    "begin a stop string is held back", HELD_BEFORE_HALF_HINT)
 
 
 def same_deltas(observation, trace, why, hint):
