@@ -117,8 +117,9 @@ def advance(engine, req, logits, now):
             return finish(engine, req, FinishReason.STOP, now, new=[token], text=full, stop_reason=why)
     if len(req.tokens) >= p.max_tokens:
         return finish(engine, req, FinishReason.LENGTH, now, new=[token], text=text)
-    end = len(text) if p.include_stop_str_in_output else len(text) - holdback_length(text, list(p.stop))
-    piece = text[req.sent:end].rstrip("\ufffd") if end > req.sent else ""
+    whole = len(text.rstrip("\ufffd"))         # half a character waits for the next token
+    end = whole if p.include_stop_str_in_output else whole - holdback_length(text[:whole], list(p.stop))
+    piece = text[req.sent:end] if end > req.sent else ""
     req.sent += len(piece)
     return RequestOutput(req.id, [token], piece, None, None, list(req.tokens), engine.usage(req))
 

@@ -233,8 +233,8 @@ def advance(engine, req, logits, now):
             return end(FinishReason.STOP, new=[tok], text=text, stop_reason=why)
     if len(req.tokens) >= p.max_tokens:
         return end(FinishReason.LENGTH, new=[tok], text=raw)
-    keep = len(raw) - (0 if p.include_stop_str_in_output else holdback_length(raw, list(p.stop)))
-    keep = len(raw[:keep].rstrip("\ufffd"))
+    whole = len(raw.rstrip("\ufffd"))          # the characters complete so far
+    keep = whole - (0 if p.include_stop_str_in_output else holdback_length(raw[:whole], list(p.stop)))
     delta = raw[req.sent:keep]
     req.sent = max(req.sent, keep)
     return RequestOutput(req.id, [tok], delta, None, None, list(req.tokens), engine.usage(req))
