@@ -82,15 +82,18 @@ def release_to(labs: list[str], out: Path, lang: str = "en", *, strict: bool = F
 
 
 def main(argv=None) -> int:
-    args = list(argv if argv is not None else sys.argv[1:])
-    langs = list(EDITIONS)
-    if "--lang" in args:
-        i = args.index("--lang")
-        langs = args[i + 1:i + 2]
-        del args[i:i + 2]
-        if not langs or langs[0] not in EDITIONS:
-            raise SystemExit(f"`--lang` must be one of {', '.join(EDITIONS)}.")
-    labs = args or sorted(p.name for p in (ROOT / "solutions").glob("lab[0-9][0-9]"))
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m autograder.release",
+                                     description="Write the student releases (labs/, labs/zh/) from solutions/.")
+    parser.add_argument("labs", nargs="*", metavar="labNN", help="labs to release (default: every lab)")
+    parser.add_argument("--lang", choices=list(EDITIONS), help="one edition only (default: every edition)")
+    ns = parser.parse_args(list(argv) if argv is not None else None)
+    known = sorted(p.name for p in (ROOT / "solutions").glob("lab[0-9][0-9]"))
+    unknown = [lab for lab in ns.labs if lab not in known]
+    if unknown:
+        parser.error(f"`labNN` must be one of {', '.join(known)}, got {', '.join(map(repr, unknown))}.")
+    labs = ns.labs or known
+    langs = [ns.lang] if ns.lang else list(EDITIONS)
     for lang in langs:
         todo = labs if lang == "en" else [lab for lab in labs if editions.translation_path(lab, lang).is_file()]
         for lab in sorted(set(labs) - set(todo)):

@@ -24,3 +24,11 @@ def test_labs_match_a_fresh_nbgrader_release(tmp_path):
             if name.endswith(".ipynb"):
                 assert normalise(read(ROOT / "labs" / lab / name)) == normalise(read(generated / lab / name)), \
                     f"labs/{lab}/{name} differs from the nbgrader release: run `make release` (never edit labs/)"
+
+
+def test_release_names_a_bad_argument_without_a_traceback(capsys):
+    from autograder import release
+    for argv, said in ((["lab99"], "`labNN` must be one of lab00"), (["--lang", "xx"], "invalid choice: 'xx'")):
+        with pytest.raises(SystemExit) as e:
+            release.main(argv)
+        assert e.value.code == 2 and said in capsys.readouterr().err
