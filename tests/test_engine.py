@@ -403,3 +403,28 @@ def test_tiny_model_on_cuda_gives_the_cpu_tokens(tiny):
     done = run(engine)
     assert [done[i].raw_token_ids for i in ids] == solo
     assert engine.pool.k.device.type == "cuda" and engine.stats()["kv_blocks_used"] == 0
+
+
+class _Bytes:
+    """Byte pieces of VOCAB, with ids 5 and 6 the two halves of "中" (e4 b8 | ad)."""
+    eos_token_id = EOS
+    pieces = [v.encode() for v in VOCAB[:5]] + [b"\xe4\xb8", b"\xad"] + [v.encode() for v in VOCAB[7:]]
+
+    def decode(self, ids):
+        return b"".join(self.pieces[int(i)] for i in ids).decode("utf-8", errors="replace")
+
+
+@pytest.mark.parametrize("stop, deltas, final, reason", [
+    # "Hello" then half of 中: the "o" may begin "o中!", so it is held with the half character
+    ("o\u4e2d!", ["Hel", "l", "", ""], "Hell", FinishReason.STOP),
+    # "o中?" never completes: the held "o" and 中 go out together once "!" rules the stop out
+    ("o\u4e2d?", ["Hel", "l", "", "", "o\u4e2d!", "!"], "Hello\u4e2d!!", FinishReason.LENGTH),
+])
+def test_text_held_for_a_stop_string_waits_for_a_split_character(stop, deltas, final, reason):
+    engine = Engine(scripted(), _Bytes(), EngineConfig(num_blocks=16, block_size=2))
+    rid = engine.add_request([9], RequestParams(temperature=0, max_tokens=6, stop=[stop]))
+    outs = []
+    while engine.has_unfinished():
+        outs += [o for o in engine.step() if o.request_id == rid]
+    assert [o.text_delta for o in outs] == deltas
+    assert outs[-1].finish_reason == reason and "".join(o.text_delta for o in outs) == final
