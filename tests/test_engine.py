@@ -416,7 +416,7 @@ class _Bytes:
 
 @pytest.mark.parametrize("stop, deltas, final, reason", [
     # "Hello" then half of 中: the "o" may begin "o中!", so it is held with the half character
-    ("o\u4e2d!", ["Hel", "l", "", ""], "Hell", FinishReason.STOP),
+    ("o\u4e2d!", ["Hel", "l", "", "", ""], "Hell", FinishReason.STOP),
     # "o中?" never completes: the held "o" and 中 go out together once "!" rules the stop out
     ("o\u4e2d?", ["Hel", "l", "", "", "o\u4e2d!", "!"], "Hello\u4e2d!!", FinishReason.LENGTH),
 ])
