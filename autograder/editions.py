@@ -31,6 +31,7 @@ import ast
 import copy
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -159,6 +160,21 @@ def problems(nb, data: dict, lang: str) -> list[str]:
     return out
 
 
+CJK_LANGS = ("zh",)
+_CJK = ("\u3000-\u303f"      # CJK punctuation
+        "\u3400-\u4dbf\u4e00-\u9fff"   # ideographs
+        "\uff00-\uffef")     # full-width forms (，：；（）)
+_CJK_BREAK = re.compile(f"(?<=[{_CJK}])\n[ \t]*(?=[{_CJK}])")
+
+
+def join_cjk_lines(text: str) -> str:
+    """Markdown turns a line break inside a paragraph into a space, which is right between
+    English words and wrong between Chinese characters. Join the lines of a translation where
+    a line ends and the next begins with a CJK character, outside fenced code."""
+    parts = re.split(r"(^```.*?^```[^\n]*$)", text, flags=re.M | re.S)
+    return "".join(p if p.startswith("```") else _CJK_BREAK.sub("", p) for p in parts)
+
+
 def translate(nb, data: dict, lang: str, *, strict: bool = True):
     """A copy of `nb` with every translatable cell in `lang`. strict: raise TranslationError
     naming the cells that lack a current translation; otherwise keep their English."""
@@ -173,7 +189,7 @@ def translate(nb, data: dict, lang: str, *, strict: bool = True):
         if kind is None or text in (None, "", []) or entry.get("source_sha256") != digest(english(cell)):
             continue
         if kind == "markdown" and isinstance(text, str):
-            cell.source = text
+            cell.source = join_cjk_lines(text) if lang in CJK_LANGS else text
         elif kind == "docstrings" and isinstance(text, list) and len(text) == len(docstring_spans(cell.source)):
             src = cell.source
             for (a, b), new in reversed(list(zip(docstring_spans(src), text))):

@@ -202,3 +202,14 @@ def test_messages_follow_the_chosen_language(monkeypatch):
     assert messages.sentence("an unknown sentence") == "an unknown sentence"
     with pytest.raises(KeyError, match="msg_id"):
         messages.text("no.such.id")
+
+
+def test_chinese_lines_of_a_paragraph_join_without_a_space():
+    text = ("第一句，\n  第二句。\n* 一项\n  继续 `x`，\n  接着\n\n```text\n代码，\n保留\n```\n"
+            "English\nwords，\nmixed 中文")
+    assert editions.join_cjk_lines(text) == ("第一句，第二句。\n* 一项继续 `x`，接着\n\n```text\n代码，\n保留\n```\n"
+                                             "English\nwords，\nmixed 中文")
+    for lab in ("lab05", "lab07"):
+        for cell in editions.edition(lab, LANG).cells:
+            if cell.cell_type == "markdown" and "```" not in cell.source:
+                assert not re.search("[\u4e00-\u9fff，。；：）]\n[ \t]*[\u4e00-\u9fff（]", cell.source), (lab, cell.get("id"))
