@@ -96,8 +96,11 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "after a preemption the head is the preempted request, which needs every block it held plus the one that "
         "did not fit: it can never be admitted in that step, so skipping admission changes nothing",
     # --- streaming edges that slicing already covers
-    (_ENGINE, 'while safe >= req.sent and raw[safe - 1] == "\\ufffd":'):
-        "at safe == sent the loop can only lower safe below sent: the delta is still \"\" and sent = max(sent, safe)",
+    (_ENGINE, 'while end >= req.sent and raw[end - 1] == "\\ufffd":'):
+        "at end == sent the loop can only lower end below sent, and safe <= end: the delta is still \"\" and sent = "
+        "max(sent, safe), as when the loop stops at sent",
+    (_ENGINE, "top, greedy = logits.max(dim=+1)                         # (B,), (B,)"):
+        "the batch's logits are always (B, V): dim=1 is dim=-1",
     (_ENGINE, 'delta = raw[req.sent:safe] if safe >= req.sent else ""'):
         "raw[sent:safe] is \"\" when safe == sent, as the else branch gives",
     (_ENGINE, "req.sent = None"): "a finished request leaves every queue: its sent count is never read again",
