@@ -6,6 +6,7 @@
     python -m autograder gradescope --lab lab01 --out gradescope/
     python -m autograder gradescope-run --lab lab01          (inside Gradescope's container)
     python -m autograder leaderboard --lab lab07 --grades grades/lab07   (ranked performance, table and PNG)
+    python -m autograder times --lab lab07 --notebooks submitted       (minutes per exercise from cell timing)
 
 Feedback (feedback/*.md, Gradescope text, the `check` report) is written in the language of
 the edition each student submitted (the notebook's metadata "language"; English when it has
@@ -209,10 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("hidden", "after_due_date", "after_published", "visible"))
     s.set_defaults(func=cmd_gradescope)
 
-    from . import gradebook_sync, leaderboard, preflight
+    from . import gradebook_sync, leaderboard, preflight, times
     preflight.add_parser(sub)
     gradebook_sync.add_parser(sub)
     leaderboard.add_parser(sub)
+    times.add_parser(sub)
 
     r = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     r.add_argument("--lab", required=True)
