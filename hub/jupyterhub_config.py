@@ -18,6 +18,9 @@ image share this file:
   LTFT_HUB_AUTH                  pam (default) or lti13
   LTFT_HUB_STATE                 the hub's database and cookie secret (.jupyter-runtime/hub)
   LTFT_HUB_CULL_AFTER            seconds a server may sit idle before it is stopped (3600)
+  LTFT_HUB_RECORD_TIMING         1: students' JupyterLab records when each cell ran, in the
+                                 notebook (0, off, by default; hub/README.md, "Timing the
+                                 exercises": tell the class before turning it on)
   LTFT_COURSE_DIR, LTFT_EXCHANGE, LTFT_INSTRUCTORS_GROUP
                                  as hub/roster.py made them (/srv/ltft/course,
                                  /srv/nbgrader/exchange, ltft-instructors)
@@ -37,6 +40,7 @@ c = get_config()  # noqa: F821 (provided by JupyterHub)
 
 ENV = os.environ
 ROSTER = class_roster.read_roster(ENV.get("LTFT_HUB_ROSTER", str(HUB / "roster.csv")))
+RECORD_TIMING = class_roster.record_timing(ENV.get(class_roster.TIMING_SWITCH))
 PLACE = class_roster.Place.from_env()
 COURSE = class_roster.COURSE_ID
 STATE = Path(ENV.get("LTFT_HUB_STATE", str(HUB.parent / ".jupyter-runtime" / "hub")))
@@ -98,10 +102,10 @@ def pre_spawn_hook(spawner):
     role = ROSTER.role(spawner.user.name)
     if role is None:
         raise ValueError(f"{spawner.user.name!r} is not on the roster")
-    config_path = [str(HUB / "jupyter" / "common")]
     if role == "student":
-        config_path.insert(0, str(HUB / "jupyter" / "student"))
+        config_path = class_roster.student_config_path(HUB.parent, RECORD_TIMING)
     else:
+        config_path = [str(HUB / "jupyter" / "common")]
         # The server starts in the home folder; nbgrader finds the course's config on this path.
         config_path.insert(0, str(PLACE.course_dir))
         spawner.notebook_dir = str(PLACE.course_dir)

@@ -192,6 +192,27 @@ def closed_folders(path: str | os.PathLike) -> list[Path]:
     return [d for d in reversed(real.parents) if not os.stat(d).st_mode & 0o001]
 
 
+TIMING_SWITCH = "LTFT_HUB_RECORD_TIMING"
+
+
+def record_timing(value: str | None) -> bool:
+    """The instructor's timing switch (hub/README.md, "Timing the exercises"): off unless
+    set to 1. On, students' JupyterLab writes when each cell ran into the notebook."""
+    if value in (None, "", "0"):
+        return False
+    if value == "1":
+        return True
+    raise ValueError(f"`{TIMING_SWITCH}` must be 0 or 1, got {value!r}.")
+
+
+def student_config_path(course: str | os.PathLike, timing: bool) -> list[str]:
+    """A student's JUPYTER_CONFIG_PATH, first wins: the timing switch's folder only when it
+    is on (its labconfig/default_setting_overrides.json sets JupyterLab's recordTiming),
+    the students' settings, the common ones. `course` is the course repository."""
+    jupyter = Path(course) / "hub" / "jupyter"
+    return [str(jupyter / d) for d in (["timing"] if timing else []) + ["student", "common"]]
+
+
 def course_config(place: Place) -> str:
     """The text of the course folder's nbgrader_config.py."""
     return COURSE_CONFIG.format(root=str(place.course_dir), course_id=COURSE_ID,
