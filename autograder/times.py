@@ -259,7 +259,7 @@ class Summary:
         w = csv.DictWriter(buf, fieldnames=["exercise", "students", "median", "p75", "p90"], lineterminator="\n")
         w.writeheader()
         for r in self.rows():
-            w.writerow({k: "" if v is None else v for k, v in r.items()})
+            w.writerow({k: "" if v is None else f"{v:g}" if isinstance(v, float) else v for k, v in r.items()})
         return buf.getvalue()
 
 
