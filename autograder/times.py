@@ -30,7 +30,8 @@ The estimator, for one student's notebook:
    Run All or a restart, not worked on, and its own finish is lost.
 5. A student's lab total is the sum of their exercises' minutes, for students with data on
    every exercise. A notebook without any timing is left out and counted; so is one in
-   which every exercise was swept (the student ran everything at the end: no signal).
+   which every exercise was swept (the student ran everything at the end: no signal), and
+   one in which no exercise was measured for another reason.
 
 Reported per exercise: the number of students with data, the median, P75 and P90 minutes
 (linear interpolation between the sorted values, as numpy's default); the same for the
@@ -123,7 +124,7 @@ class Student:
     student: str
     minutes: dict[str, float | None] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
-    status: str = "ok"                      # ok, no timing, swept
+    status: str = "ok"                      # ok, no timing, swept, no exercise measured
 
     @property
     def total(self) -> float | None:
@@ -191,9 +192,9 @@ def estimate(nb: dict, ids: list[str], student: str = "", pause_minutes: float =
             out.why[gid] = "pause"
             continue
         out.minutes[gid] = seconds / 60
-    if swept and all(v is None for v in out.minutes.values()) and \
-            all(out.why.get(i) in ("swept", "no finish before it", "not run", "not in notebook") for i in ids):
-        out.status = "swept"
+    if all(v is None for v in out.minutes.values()):
+        lost = ("swept", "no finish before it", "not run", "not in notebook")
+        out.status = "swept" if swept and all(out.why.get(i) in lost for i in ids) else "no exercise measured"
     return out
 
 
@@ -239,6 +240,9 @@ class Summary:
         by = {k: [s.student for s in self.students if s.status == k] for k in ("no timing", "swept")}
         text = (f"{len(self.students)} notebooks read; left out: {len(by['no timing'])} without timing, "
                 f"{len(by['swept'])} with every exercise re-run back to back (no signal)")
+        none = [s.student for s in self.students if s.status == "no exercise measured"]
+        if none:
+            text += f", {len(none)} with no exercise measured"
         if self.unreadable:
             text += f", {len(self.unreadable)} unreadable ({', '.join(self.unreadable)})"
         return text + "."

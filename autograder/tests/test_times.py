@@ -99,6 +99,11 @@ def test_no_timing_and_run_all_at_the_end_give_no_data():
     assert d.status == "swept" and all(v is None for v in d.minutes.values()) and d.total is None
 
 
+def test_setup_only_is_left_out_as_no_exercise_measured():
+    s = times.estimate(notebook([("setup", 1)]), EXERCISES)
+    assert s.status == "no exercise measured" and s.why["schedule"] == "not run"
+
+
 def test_a_restart_sweeps_the_earlier_exercises_only():
     """Restart at 60 and re-run everything above (2 s apart), then 15 minutes on run_batch:
     the swept exercises have no finish of their own; run_batch is measured from the sweep."""
