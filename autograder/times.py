@@ -50,6 +50,8 @@ Known biases:
 - Exercises done out of notebook order are measured in the order they were finished; a
   late re-run of an early exercise's check moves its finish, giving it the time of the work
   that came before the re-run and taking that time from the exercise it belonged to.
+- The last exercise's section runs to the end of the notebook: cells run there later (the
+  Summary's or a stretch section's) count in the last exercise.
 - Students who opt out (the setting can be turned off in their own Settings) or run
   everything at the end are not a random sample of the class.
 """
