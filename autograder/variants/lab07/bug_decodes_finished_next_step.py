@@ -36,10 +36,11 @@ def advance(engine, req, logits, now):
                       text=raw[:j] if p.include_stop_str_in_output else raw[:i], stop_reason=s)
     if len(req.tokens) == p.max_tokens:
         return finish(engine, req, FinishReason.LENGTH, now, new=[token], text=raw)
-    held = 0 if p.include_stop_str_in_output else holdback_length(raw, list(p.stop))
-    safe = len(raw) - held
-    while safe > req.sent and raw[safe - 1] == "\ufffd":
-        safe -= 1
+    end = len(raw)
+    while end > req.sent and raw[end - 1] == "\ufffd":
+        end -= 1
+    held = 0 if p.include_stop_str_in_output else holdback_length(raw[:end], list(p.stop))
+    safe = end - held
     delta = raw[req.sent:safe] if safe > req.sent else ""
     req.sent = max(req.sent, safe)
     return RequestOutput(req.id, [token], delta, None, None, list(req.tokens), engine.usage(req))
