@@ -45,6 +45,35 @@ def test_docstrings_state_contracts_not_numbered_steps(lab, edition):
     assert not found, "move the step list into the hints under the exercise:\n" + "\n".join(found)
 
 
+# stricter, on the solutions: not one line may begin a step, "1." / "2)" / "(3)" / "Step 1"
+# (after indentation or a bullet); a single numbered line is a recipe too
+STEP_LINE = re.compile(r"^\s*(?:[-*]\s*)?(?:\(?\d{1,2}[.)](?:\s|$)|step\s+\d+\b)", re.IGNORECASE)
+
+
+def numbered_steps(doc: str) -> list[str]:
+    return [line.strip() for line in doc.splitlines() if STEP_LINE.match(line)]
+
+
+@pytest.mark.parametrize("lab", ["lab05", "lab06", "lab07"])
+def test_no_exercise_docstring_holds_a_numbered_step_line(lab):
+    found = [(cell, name, doc) for cell, source in graded_solution_cells(lab) for name, doc in docstrings(source)]
+    assert found, f"no exercise docstring found in solutions/{lab}"
+    recipes = {f"{cell} / {name}": steps for cell, name, doc in found if (steps := numbered_steps(doc))}
+    assert not recipes, (f"{lab}: these docstrings hold numbered implementation steps; keep the contract there "
+                         f"and move the steps into the exercise's collapsed hints: {recipes}")
+
+
+@pytest.mark.parametrize("doc, steps", [
+    ("Do it.\n\n1. take the blocks\n2. write them", 2),
+    ("Do it:\n    Step 1: refuse\n    Step 2: queue", 2),
+    ("Do it:\n  - 1) refuse\n  - 2) queue", 2),
+    ("Returns 1.5 when 2 tokens fit.\nA budget of 0 fits 0 requests.", 0),
+    ("Example: with block_size 4, 8 tokens fill 2 blocks.\n    10. is not a step? it is one", 1),
+])
+def test_the_step_line_pattern(doc, steps):
+    assert len(numbered_steps(doc)) == steps
+
+
 HINTED = [("lab05", "pressure_md"), ("lab07", "exercise-schedule-md"), ("lab07", "exercise-run-batch-md"),
           ("lab07", "exercise-advance-md"), ("lab07", "exercise-finish-md"), ("lab07", "evidence-md")]
 HINT = {"": r"<details><summary>Hint (\d): ", "zh": r"<details><summary>提示 (\d)："}
