@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import torch
 
-from .core import Fail, as_tensor, close, describe, is_raised, raised, same_values
+from .core import STUB_HINT, STUB_MESSAGE, Fail, as_tensor, close, describe, is_raised, is_stub, raised, same_values
 
 __all__ = ["Input", "record", "result_of", "rejects", "unchanged", "close", "explain", "reference_rejects",
            "value_forms", "as_tensor", "describe", "Fail", "one_thread", "shipped_model", "shipped_decoder"]
@@ -90,17 +90,11 @@ def record(fn: Callable, args: tuple = (), kwargs: dict | None = None) -> dict:
 
 # ---------------------------------------------------------------- judge side
 
-def is_stub(got: Any) -> bool:
-    """The record of the stub's NotImplementedError: the function is not written yet."""
-    return is_raised(got) and got.get("__raised__") == "NotImplementedError"
-
-
 def explain(got: dict) -> tuple[str, str | None]:
     """A sentence and a hint for an exception record from `raised()`."""
     kind, msg = got["__raised__"], got["message"]
     if kind == "NotImplementedError":
-        return ("is not implemented yet (the stub still raises NotImplementedError)",
-                "Replace `raise NotImplementedError()` with your solution.")
+        return "is " + STUB_MESSAGE, STUB_HINT
     if kind == "TypeError" and ("argument" in msg or "positional" in msg):
         return (f"could not be called as the contract says (TypeError: {msg})",
                 "Keep the parameter names and order of the stub's signature.")

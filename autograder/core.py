@@ -190,6 +190,16 @@ def is_raised(plain: Any) -> bool:
     return isinstance(plain, dict) and "__raised__" in plain
 
 
+# What a case says of a function that is still the stub: not a wrong answer, nothing to compare yet.
+STUB_MESSAGE = "not implemented yet (the stub still raises NotImplementedError)"
+STUB_HINT = "Replace `raise NotImplementedError()` with your solution."
+
+
+def is_stub(plain: Any) -> bool:
+    """The record of the stub's NotImplementedError: the function is not written yet."""
+    return is_raised(plain) and plain.get("__raised__") == "NotImplementedError"
+
+
 # ---------------------------------------------------------------- judging helpers
 
 def equal_mask(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -233,8 +243,7 @@ def probe_case(case: Case, ns: dict) -> CaseResult:
     except NotPlain as e:
         return _failed(case, f"your function {e}", hint="Return plain Python values or torch tensors.")
     except NotImplementedError:
-        return _failed(case, "not implemented yet (the stub still raises NotImplementedError)",
-                       hint="Replace `raise NotImplementedError()` with your solution.")
+        return _failed(case, STUB_MESSAGE, hint=STUB_HINT)
     except RecursionError:
         return _failed(case, "your code raised RecursionError (unbounded recursion)", hint=case.hint)
     except MemoryError:

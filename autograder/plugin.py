@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from .core import Case, CaseResult, Fail, Pending, Test, describe
+from .core import STUB_HINT, STUB_MESSAGE, Case, CaseResult, Fail, Pending, Test, describe, is_stub
 
 GRADERS = Path(__file__).resolve().parent / "graders"
 ROOT = GRADERS.parents[1]
@@ -277,15 +277,11 @@ class GraderSession:
                                   f"{sum(r.max_points for r in got):g} points")
 
 
-STUB_MESSAGE = "not implemented yet (the stub still raises NotImplementedError)"
-STUB_HINT = "Replace `raise NotImplementedError()` with your solution."
-
-
 def _from_stub(got) -> bool:
     """`got` is what a judge showed of the stub's NotImplementedError (the raised record, or
     its describe() text): the case has nothing to compare, whatever it expected."""
     if isinstance(got, dict):
-        return got.get("__raised__") == "NotImplementedError"
+        return is_stub(got)
     return isinstance(got, str) and (got == "NotImplementedError" or got.startswith("NotImplementedError: "))
 
 
