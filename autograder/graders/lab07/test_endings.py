@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks import one_thread
-from autograder.core import Fail
+from autograder.core import Fail, describe
 
 from .judging import case, data, expected, per_request, pool_full_at_end, rows_per_step, same_requests
 
