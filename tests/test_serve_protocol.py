@@ -383,6 +383,41 @@ def test_a_connection_that_sends_its_headers_too_slowly_is_closed():
             assert [client.get("/health").status_code for _ in range(3)] == [200] * 3
 
 
+def test_every_connection_sends_without_delay():
+    """TCP_NODELAY on the server's side of each connection: with Nagle's algorithm on, a
+    stream's first event waits for the client to acknowledge the response headers. The
+    listening socket is bound by hand (proto 0), so asyncio does not set it by itself."""
+    import socket
+
+    with BackgroundServer(make_app()) as server, httpx.Client(base_url=server.url) as client:
+        assert client.get("/health").status_code == 200           # the connection stays open
+        connections = list(server.server.server_state.connections)
+        assert connections
+        for protocol in connections:
+            sock = protocol.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_small_and_large_bodies_are_parsed_alike():
+    """A body up to INLINE_PARSE_BYTES is parsed on the event loop, a larger one in a worker
+    thread: the same answer and the same errors either way."""
+    from course.serve import INLINE_PARSE_BYTES
+
+    seen = []
+    with BackgroundServer(make_app()) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        for pad in (0, INLINE_PARSE_BYTES):
+            extra = {"user": "u" * pad}                        # makes the body larger, changes nothing else
+            body = {"model": MODEL, "prompt": "ab", "max_tokens": 3, **extra}
+            assert (len(json.dumps(body)) > INLINE_PARSE_BYTES) == (pad > 0)
+            answer = client.post("/v1/completions", json=body)
+            assert answer.status_code == 200
+            bad = client.post("/v1/completions", json={**body, "temperature": 9})
+            assert bad.status_code == 400
+            seen.append((answer.json()["choices"], answer.json()["usage"], bad.json()))
+    assert seen[0] == seen[1]
+    assert seen[0][2]["error"]["param"] == "temperature"
+
+
 # ---------------------------------------------------------------- the checks and their words
 
 def parse(body: dict, kind: str = "completion"):
