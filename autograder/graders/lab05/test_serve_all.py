@@ -127,7 +127,7 @@ EXACT = [{"prompt": TOY_PROMPT, "max_tokens": 12}, {"prompt": [2, 10, 11], "max_
     _serve("preempted_twice_counts_two", TWICE, 8, 1,
            "Pool of 8 blocks of 1. Request 2 is preempted twice: first by its own decode (it is the newest), then, "
            "readmitted with 2 tokens, by request 1's decode. \"preemptions\" counts every preemption (+1 each "
-           "time): expected [0, 0, 2]. " + _PREEMPT_HINT),
+           "time): expected [0, 0, 2]. " + _PREEMPT_HINT, visible=True),
 ])
 def test_serve_all(observation, requests, pool_blocks, block_size, hint, on_tiny_model, eos):
     """serve_all on the toy (or the tiny model) with a pool that is large, tight or too small."""
