@@ -311,6 +311,13 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
         parents = sorted({str(e.path.resolve().parent) for e in todo})
         hide = [str(out.resolve()), os.path.commonpath(parents)]
         runtime = Runtime(lab, sandbox=box, hide=tuple(hide))
+        # When the lab's cases use the shipped tiny model: each worker's zygote loads it once
+        # with the setup cells, so the child of every submission inherits it (loading it in
+        # each child took lab07 about 4 s a submission), and the judges' copy loads here.
+        from .selfcheck import warm_up
+        warming = warm_up(lab, runtime, visible_only=visible_only)
+        if warming is not None:
+            warming.join()
         slots = threading.local()
         counter = iter(range(10_000))
         lock = threading.Lock()

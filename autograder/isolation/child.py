@@ -677,22 +677,13 @@ def _zygote_setup(init: dict) -> dict:
     import course  # noqa: F401
     from autograder import core  # noqa: F401
     grader_module = importlib.import_module(f"autograder.graders.{init['lab']}")
-    probes = importlib.import_module(f"autograder.graders.{init['lab']}.probes")    # the tests stay in the parent
+    importlib.import_module(f"autograder.graders.{init['lab']}.probes")    # the tests stay in the parent
     try:
         import numpy  # noqa: F401
         import matplotlib
         matplotlib.use("Agg")
     except ImportError:
         pass
-    # What every submission's probes would otherwise load again, each in its own child (the
-    # shipped tiny model: seconds per submission): loaded here once, inherited by every fork.
-    # Grader code, cached in the probes' own modules; a failure here only means the probe
-    # loads it itself, as it would without this.
-    for load in getattr(probes, "_ZYGOTE_WARM_UP", ()):
-        try:
-            load()
-        except Exception:
-            pass
     warm = {"__name__": "__main__"}
     for cell in init.get("warm_cells", []):      # the release's setup cells: imports load once here
         try:

@@ -54,11 +54,6 @@ def _shipped():
     return _HFForward(hf), CourseDecoder.from_pretrained(hf), prompt, int(tokenizer.eos_token_id)
 
 
-# The sandbox's zygote calls these once before it forks a child per submission, so no child
-# loads the tiny model again (autograder/isolation/child.py).
-_ZYGOTE_WARM_UP = (_shipped,)
-
-
 def shipped_forward():
     return _shipped()[0]
 

@@ -26,10 +26,6 @@ from ._inputs import (EOS, G, PROMPTS, STREAM_END, TRACES, admission_attempts, e
 from ._samples import replay_record, sample  # noqa: F401
 from ._workload import WORKLOAD, run_workload, workload_model, workload_prompts  # noqa: F401
 
-# The sandbox's zygote calls these once before it forks a child per submission, so no child
-# loads the tiny model again (autograder/isolation/child.py).
-_ZYGOTE_WARM_UP = (tiny_model,)
-
 # ================================================================= probes
 
 def trace(ns, name: str):
