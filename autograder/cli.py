@@ -7,6 +7,7 @@
     python -m autograder gradescope-run --lab lab01          (inside Gradescope's container)
     python -m autograder leaderboard --lab lab07 --grades grades/lab07   (ranked performance, table and PNG)
     python -m autograder times --lab lab07 --notebooks submitted       (minutes per exercise from cell timing)
+    python -m autograder size --lab lab07                               (words to read, lines to write per exercise)
 
 Feedback (feedback/*.md, Gradescope text, the `check` report) is written in the language of
 the edition each student submitted (the notebook's metadata "language"; English when it has
@@ -210,11 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("hidden", "after_due_date", "after_published", "visible"))
     s.set_defaults(func=cmd_gradescope)
 
-    from . import gradebook_sync, leaderboard, preflight, times
+    from . import gradebook_sync, leaderboard, preflight, size, times
     preflight.add_parser(sub)
     gradebook_sync.add_parser(sub)
     leaderboard.add_parser(sub)
     times.add_parser(sub)
+    size.add_parser(sub)
 
     r = sub.add_parser("gradescope-run", help="(inside Gradescope) grade /autograder/submission")
     r.add_argument("--lab", required=True)
