@@ -82,6 +82,34 @@ def test_the_students_own_code_is_not_the_library():
     assert library_origin(ns["inherited"]) == "course.scripted"   # a method the course wrote
 
 
+def test_a_library_module_loaded_or_dropped_after_a_lookup_is_seen(tmp_path):
+    """The list of loaded library modules is remembered between lookups; loading one more
+    (or dropping one) is seen at the next lookup, even when sys.modules keeps its size."""
+    import sys
+
+    path = tmp_path / "late.py"
+    path.write_text("def helper(x):\n    return x\n")
+    ns = {"__name__": "__main__"}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    assert library_origin(ns["helper"]) is None
+    late = types.ModuleType("autograder._late_library_module")
+    late.__file__ = str(path)
+    sys.modules[late.__name__] = late
+    try:
+        assert library_origin(ns["helper"]) == "autograder._late_library_module"
+        filler = types.ModuleType("not_the_library_filler")
+        sys.modules[filler.__name__] = filler
+        del sys.modules[late.__name__]               # same size as before, another newest entry
+        assert library_origin(ns["helper"]) is None
+        sys.modules[late.__name__] = late
+        del sys.modules[filler.__name__]
+        assert library_origin(ns["helper"]) == "autograder._late_library_module"
+    finally:
+        sys.modules.pop(late.__name__, None)
+        sys.modules.pop("not_the_library_filler", None)
+    assert library_origin(ns["helper"]) is None
+
+
 def test_variant_files_under_autograder_are_student_code():
     """autograder/variants/ holds student-like code: a function compiled from such a file
     (not a loaded autograder module) is not refused."""
