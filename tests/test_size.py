@@ -93,8 +93,16 @@ def test_the_syllabus_quotes_the_size_estimate_for_labs_05_to_07():
     size model's; a lab that grows or shrinks makes this fail until its syllabus time follows."""
     from course import docs
 
+    import re
+
     times = docs.lab_times()
     for lab in ("lab05", "lab06", "lab07"):
         exercises, rest = size.measure(size.ROOT / "labs" / lab / f"{lab}.ipynb",
                                        size.ROOT / "solutions" / lab / f"{lab}.ipynb")
-        assert times[lab]["alone"] == size.report(lab, exercises, rest)[1], f"course/syllabus/{lab}.md"
+        table, suggested = size.report(lab, exercises, rest)
+        words, lines, minutes = re.search(r"\| \*\*%s\*\* \| (\d+) \| (\d+) \| (\d+) \|" % lab, table).groups()
+        text = " ".join((size.ROOT / "course" / "syllabus" / f"{lab}.md").read_text(encoding="utf-8").split())
+        fix = f"course/syllabus/{lab}.md: quote `python -m autograder size --lab {lab}`"
+        assert times[lab]["alone"] == suggested, fix
+        assert f"counts {int(words):,} words to read and {lines} lines to write" in text, fix
+        assert f"that is {minutes} minutes" in text, fix
