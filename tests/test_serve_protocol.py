@@ -385,8 +385,9 @@ def test_a_connection_that_sends_its_headers_too_slowly_is_closed():
 
 def test_every_connection_sends_without_delay():
     """TCP_NODELAY on the server's side of each connection: with Nagle's algorithm on, a
-    stream's first event waits for the client to acknowledge the response headers. The
-    listening socket is bound by hand (proto 0), so asyncio does not set it by itself."""
+    stream's first event waits for the client to acknowledge the response headers. asyncio
+    sets it only when the listening socket, which the server binds itself, has proto
+    IPPROTO_TCP."""
     import socket
 
     with BackgroundServer(make_app()) as server, httpx.Client(base_url=server.url) as client:
