@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import ast
 import io
-import json
 import math
 import sys
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+
+from .notebook import NotebookError, _meta, _source, is_solution, read
+from .times import labs
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS_PER_MINUTE = 100.0
@@ -69,21 +71,15 @@ def code_lines(source: str) -> int:
                if line.strip() and i not in skip and i not in comments)
 
 
-def _cells(path: Path) -> list[dict]:
+def _cells(path: Path) -> list:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError) as e:
+        return read(path).cells
+    except NotebookError as e:
         raise SizeError(f"cannot read the notebook {str(path)!r}: {e}") from None
 
 
-def _text(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def _solution_id(cell: dict) -> str | None:
-    nbg = cell.get("metadata", {}).get("nbgrader", {})
-    return nbg.get("grade_id") if nbg.get("solution") else None
+def _solution_id(cell) -> str | None:
+    return _meta(cell).get("grade_id") if is_solution(cell) else None
 
 
 @dataclass
@@ -99,16 +95,16 @@ class Exercise:
 def measure(release: Path, solution: Path) -> tuple[list[Exercise], int]:
     """(the exercises in the release's order, words of the rest) of a release notebook and
     its solution notebook."""
-    solved = {_solution_id(c): _text(c) for c in _cells(solution) if _solution_id(c)}
+    solved = {_solution_id(c): _source(c) for c in _cells(solution) if _solution_id(c)}
     out, words = [], 0
     for cell in _cells(release):
         gid = _solution_id(cell)
         if cell.get("cell_type") == "markdown":
-            words += len(_text(cell).split())
+            words += len(_source(cell).split())
         elif gid is not None:
             if gid not in solved:
                 raise SizeError(f"the solution notebook {str(solution)!r} has no solution cell {gid!r}")
-            given = _text(cell)
+            given = _source(cell)
             out.append(Exercise(gid, words + len(given.split()), max(0, code_lines(solved[gid]) - code_lines(given))))
             words = 0
     if not out:
@@ -148,11 +144,10 @@ def main(args) -> int:
         if not getattr(args, name) > 0:
             print(f"error: `--{name.replace('_', '-')}` must be > 0, got {getattr(args, name):g}.", file=sys.stderr)
             return 2
-    release, solution = ROOT / "labs" / args.lab / f"{args.lab}.ipynb", ROOT / "solutions" / args.lab / f"{args.lab}.ipynb"
-    if not release.is_file() or not solution.is_file():
-        labs = sorted(p.parent.name for p in (ROOT / "solutions").glob("lab[0-9][0-9]/lab[0-9][0-9].ipynb"))
-        print(f"error: `--lab` must be one of {', '.join(labs)}, got {args.lab!r}.", file=sys.stderr)
+    if args.lab not in labs():
+        print(f"error: `--lab` must be one of {', '.join(labs())}, got {args.lab!r}.", file=sys.stderr)
         return 2
+    release, solution = ROOT / "labs" / args.lab / f"{args.lab}.ipynb", ROOT / "solutions" / args.lab / f"{args.lab}.ipynb"
     try:
         exercises, rest = measure(release, solution)
     except SizeError as e:
