@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from .notebook import _meta, is_solution, read
+
 ROOT = Path(__file__).resolve().parents[1]
 PAUSE_MINUTES = 30.0
 SWEEP_SECONDS = 10.0
@@ -87,9 +89,7 @@ def exercises(lab: str) -> list[str]:
     """The grade_ids of the lab's solution cells, in the release's order."""
     if lab not in labs():
         raise TimesError(f"`--lab` must be one of {', '.join(labs())}, got {lab!r}.")
-    nb = json.loads((ROOT / "labs" / lab / f"{lab}.ipynb").read_text(encoding="utf-8"))
-    return [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
-            if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    return [_meta(c)["grade_id"] for c in read(ROOT / "labs" / lab / f"{lab}.ipynb").cells if is_solution(c)]
 
 
 def _time(value) -> float | None:
