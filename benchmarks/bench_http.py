@@ -4,11 +4,17 @@ writes benchmarks/results/http.json and http.png.
 
     python benchmarks/bench_http.py                     # or: make bench
     python benchmarks/bench_http.py --stream-interval 1 4 --rounds 7
+    python benchmarks/bench_http.py --lengths mixed --requests 64 --out http_mixed
 
 Each round sends N requests with at most C in flight (a closed loop: a finished
-request is replaced at once), greedy, `ignore_eos` so every request makes exactly
---max-tokens tokens. Within a round every path runs once, back to back, in an order
-that rotates from round to round:
+request is replaced at once), greedy, `ignore_eos` so every request makes exactly the
+tokens it asks for: --max-tokens each (--lengths same), or a fixed spread around it
+(--lengths mixed), the same list on every path. With the same length for all, the C
+requests of a wave start and end in the same step: directly, the engine gets all C
+replacements before its next step; over HTTP the client has to build C new requests
+at once, and the engine steps a part-empty batch until they arrive. Mixed lengths end
+one or two requests at a time, as a real load does. Within a round every path runs
+once, back to back, in an order that rotates from round to round:
 
   direct  this process adds requests to an Engine and steps it; timestamps are taken
           when a step returns a request's tokens.
@@ -49,6 +55,17 @@ from course.serve import MODEL_NAME, tiny_engine  # noqa: E402
 from course.tiny_model import LAB_PROMPTS  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
+# --lengths mixed: request i asks for max_tokens x MIX[i % 7] tokens (mean: max_tokens), so
+# requests end at different steps and are replaced one or two at a time, as in a real load.
+MIX = (0.25, 1.5, 0.75, 1.75, 0.5, 1.25, 1.0)
+
+
+def request_lengths(kind: str, n: int, max_tokens: int) -> list[int]:
+    """Tokens asked for by each of n requests: all max_tokens ("same"), or spread around
+    it ("mixed"); the same list on every path."""
+    if kind == "same":
+        return [max_tokens] * n
+    return [max(2, round(max_tokens * MIX[i % len(MIX)])) for i in range(n)]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -69,8 +86,7 @@ def per_request(sent: float, first: float, last: float, tokens: int) -> dict:
 
 # ---------------------------------------------------------------- direct
 
-def run_direct(engine, tokenizer, prompts: list[str], concurrency: int, max_tokens: int) -> dict:
-    params = RequestParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+def run_direct(engine, tokenizer, prompts: list[str], concurrency: int, lengths: list[int]) -> dict:
     todo = list(enumerate(prompts))
     live: dict[str, dict] = {}
     done: dict[int, dict] = {}
@@ -79,7 +95,7 @@ def run_direct(engine, tokenizer, prompts: list[str], concurrency: int, max_toke
         while todo and len(live) < concurrency:
             i, prompt = todo.pop(0)
             ids = tokenizer.encode(prompt, add_special_tokens=False)
-            rid = engine.add_request(ids, params)
+            rid = engine.add_request(ids, RequestParams(temperature=0, max_tokens=lengths[i], ignore_eos=True))
             live[rid] = {"i": i, "sent": time.perf_counter(), "first": None, "last": None, "n": 0, "text": []}
         outputs = engine.step()
         now = time.perf_counter()
@@ -99,23 +115,23 @@ def run_direct(engine, tokenizer, prompts: list[str], concurrency: int, max_toke
 
 # ---------------------------------------------------------------- http
 
-async def run_http_async(base_url: str, prompts: list[str], concurrency: int, max_tokens: int,
+async def run_http_async(base_url: str, prompts: list[str], concurrency: int, lengths: list[int],
                          client_kind: str = "openai") -> dict:
-    """One closed-loop round over HTTP with the openai client or raw httpx."""
+    """One closed-loop round over HTTP with the openai client or raw httpx; request i
+    asks for lengths[i] tokens."""
     todo = list(enumerate(prompts))
     done: dict[int, dict] = {}
-    body = {"model": MODEL_NAME, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {"model": MODEL_NAME, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
 
     if client_kind == "openai":
         import openai
 
         client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
 
-        async def events(prompt: str):
+        async def events(prompt: str, max_tokens: int):
             """(text or None, completion tokens or None) per event."""
-            stream = await client.completions.create(prompt=prompt, extra_body={"ignore_eos": True},
-                                                     **body)
+            stream = await client.completions.create(prompt=prompt, max_tokens=max_tokens,
+                                                     extra_body={"ignore_eos": True}, **body)
             async for chunk in stream:
                 yield "".join(c.text for c in chunk.choices), chunk.usage and chunk.usage.completion_tokens
         close = client.close
@@ -125,8 +141,8 @@ async def run_http_async(base_url: str, prompts: list[str], concurrency: int, ma
         client = httpx.AsyncClient(base_url=base_url, timeout=120,
                                    limits=httpx.Limits(max_connections=concurrency))
 
-        async def events(prompt: str):
-            async with client.stream("POST", "/completions", json={**body, "prompt": prompt,
+        async def events(prompt: str, max_tokens: int):
+            async with client.stream("POST", "/completions", json={**body, "prompt": prompt, "max_tokens": max_tokens,
                                                                    "ignore_eos": True}) as response:
                 response.raise_for_status()
                 async for line in response.aiter_lines():
@@ -142,7 +158,7 @@ async def run_http_async(base_url: str, prompts: list[str], concurrency: int, ma
             sent = time.perf_counter()
             first = last = None
             text, tokens = [], None
-            async for piece, usage in events(prompt):
+            async for piece, usage in events(prompt, lengths[i]):
                 now = time.perf_counter()
                 if usage is not None:
                     tokens = usage
@@ -284,7 +300,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=32, help="requests per round (N)")
     ap.add_argument("--concurrency", type=int, default=16, help="requests in flight (C)")
-    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request (the mean with --lengths mixed)")
+    ap.add_argument("--lengths", choices=["same", "mixed"], default="same",
+                    help="same: every request makes --max-tokens tokens, so a wave of C requests starts "
+                         "and ends together; mixed: request i makes max-tokens x "
+                         + "/".join(f"{f:g}" for f in MIX) + "[i % 7], so requests end one or two at a time")
     ap.add_argument("--rounds", type=int, default=5, help="rounds; every path runs once per round")
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--num-blocks", type=int, default=256)
@@ -298,6 +318,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     prompts = [LAB_PROMPTS[i % len(LAB_PROMPTS)] for i in range(args.requests)]
+    lengths = request_lengths(args.lengths, args.requests, args.max_tokens)
+    each = f"{args.max_tokens} tokens each" if args.lengths == "same" else (
+        f"{min(lengths)}-{max(lengths)} tokens (mean {sum(lengths) / len(lengths):.0f})")
 
     engine, tokenizer, _ = tiny_engine(num_blocks=args.num_blocks, max_batch=args.max_batch,
                                        max_waiting=args.requests)
@@ -314,26 +337,26 @@ def main() -> None:
         for e, k in kinds:
             servers[server_name(e, k)] = start_server(args, k, e)
 
-        def run(name: str, n: int, prompts: list[str], max_tokens: int) -> dict:
+        def run(name: str, n: int, prompts: list[str], lengths: list[int]) -> dict:
             server = None if name == "direct" else servers[name.split(", ", 1)[1]]
             before = cpu_seconds(server and server[0].pid)
             if server is None:
-                rd = run_direct(engine, tokenizer, prompts, args.concurrency, max_tokens)
+                rd = run_direct(engine, tokenizer, prompts, args.concurrency, lengths)
                 rd["cpu_s"] = {"bench": cpu_seconds(None)["bench"] - before["bench"]}
                 return rd
-            rd = asyncio.run(run_http_async(server[1], prompts, args.concurrency, max_tokens,
+            rd = asyncio.run(run_http_async(server[1], prompts, args.concurrency, lengths,
                                             name.split(", ")[0]))
             after = cpu_seconds(server[0].pid)
             rd["cpu_s"] = {who: after[who] - before[who] for who in after}
             return rd
 
         for name in names:           # one small warm-up on each path (first forward, first connection)
-            run(name, args.concurrency, prompts[:args.concurrency], 4)
+            run(name, args.concurrency, prompts[:args.concurrency], [4] * args.concurrency)
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             loads.append(round(os.getloadavg()[0], 2))
             for name in order:
-                rounds[name].append(run(name, args.requests, prompts, args.max_tokens))
+                rounds[name].append(run(name, args.requests, prompts, lengths))
         loads.append(round(os.getloadavg()[0], 2))
     finally:
         for proc, _ in servers.values():
@@ -343,12 +366,12 @@ def main() -> None:
         for d, h in zip(rounds["direct"], rounds[name]):
             for i, (a, b) in enumerate(zip(d["requests"], h["requests"])):
                 assert a["text"] == b["text"], f"prompt {i}: the engine said {a['text']!r}, {name} {b['text']!r}"
-                assert a["tokens"] == b["tokens"] == args.max_tokens
+                assert a["tokens"] == b["tokens"] == lengths[i]
 
     stats = {name: summary(rounds[name]) for name in names}
     ratios = {name: paired_ratios(stats["direct"], stats[name]) for name in names[1:]}
     print(f"N={args.requests} requests x {args.rounds} rounds per path, concurrency {args.concurrency}, "
-          f"{args.max_tokens} tokens each (ignore_eos), greedy, torch threads {args.threads}, "
+          f"{each} (ignore_eos), greedy, torch threads {args.threads}, "
           f"1-min load average {min(loads)}-{max(loads)}")
     w = max(len(n) for n in names)
     print(f"{'':>{w}} | {'TTFT P50':>9} | {'TTFT P99':>9} | {'TPOT P50':>9} | {'TPOT P99':>9} | {'tokens/s':>9}")
@@ -379,14 +402,15 @@ def main() -> None:
     result = {"torch": torch.__version__, "openai": openai.__version__, "machine": platform.machine(),
               "cpu_count": os.cpu_count(), "device": str(getattr(engine.model, "device", "cpu")),
               "threads": args.threads, "requests": args.requests, "concurrency": args.concurrency,
-              "max_tokens": args.max_tokens, "rounds": args.rounds, "max_batch": args.max_batch,
+              "max_tokens": args.max_tokens, "lengths": args.lengths, "tokens_per_request": lengths,
+              "rounds": args.rounds, "max_batch": args.max_batch,
               "num_blocks": args.num_blocks, "stream_intervals": args.stream_interval,
               "load_average_1min": {"each_round": loads[:-1], "end": loads[-1]},
               "paths": stats, "http_over_direct": ratios}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(stats["direct"], {n: stats[n] for n in names[1:]}, RESULTS / f"{args.out}.png",
          f"{args.requests} requests x {args.rounds} rounds, concurrency {args.concurrency}, "
-         f"{args.max_tokens} tokens each, tiny model, {result['device']}, load {min(loads)}-{max(loads)}")
+         f"{each}, tiny model, {result['device']}, load {min(loads)}-{max(loads)}")
     print(f"wrote {RESULTS / (args.out + '.json')} and {RESULTS / (args.out + '.png')}")
 
 

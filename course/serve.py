@@ -703,7 +703,13 @@ class ProcessEngineLoop(EngineLoop):
         return await done, tracked.queue
 
     def abort(self, request_id: str) -> None:
-        if not self._stop.is_set():
+        """Abort in the engine process, unless the request has already ended there: a
+        stream that ends normally calls this too, and a message both ways per request
+        for nothing cost the engine process time between steps. A request id is in
+        _pending until the engine has added it and in _tracked until its last output
+        came back (it is put in _tracked before it leaves _pending), so a request
+        in neither has ended."""
+        if not self._stop.is_set() and (request_id in self._tracked or request_id in self._pending):
             self._send(("abort", request_id))
 
     def _send(self, msg) -> None:
@@ -732,11 +738,13 @@ class ProcessEngineLoop(EngineLoop):
                 self._deliver_step(msg[1])
             elif kind == "added":
                 rid, exc = msg[1], msg[2]
-                tracked, done = self._pending.pop(rid)
+                tracked, done = self._pending[rid]
                 if exc is not None:
+                    del self._pending[rid]
                     tracked.loop.call_soon_threadsafe(_set_exception, done, exc)
                 else:
-                    self._tracked[rid] = tracked
+                    self._tracked[rid] = tracked      # before leaving _pending: see abort()
+                    del self._pending[rid]
                     tracked.loop.call_soon_threadsafe(self._added, done, rid)
             elif kind == "aborted":
                 tracked = self._tracked.pop(msg[1], None)

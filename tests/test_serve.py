@@ -616,6 +616,8 @@ def test_an_engine_in_a_process_of_its_own_serves_the_same(one_thread):
     server = start_background(EngineProcess(dict(num_blocks=256, block_size=16, max_batch=8), threads=1),
                               tokenizer, max_model_len=context)
     loop = server.server.config.app.state.engine_loop
+    sent, send = [], loop._send                   # what this process asks of the engine process
+    loop._send = lambda msg: (sent.append(msg[0]), send(msg))[1]
     try:
         c = client_for(server.url)
         prompts = list(LAB_PROMPTS[:6])
@@ -632,6 +634,7 @@ def test_an_engine_in_a_process_of_its_own_serves_the_same(one_thread):
         with ThreadPoolExecutor(len(prompts)) as pool:
             assert list(pool.map(one, enumerate(prompts))) == expected
         assert metrics(server.url)["course:kv_cache_blocks_used"] == 0
+        assert sent == ["add"] * 6                # a request that ended sends no abort after it
 
         stream = c.completions.create(model=MODEL, prompt="The small cat", max_tokens=900, temperature=0,
                                       stream=True, extra_body={"ignore_eos": True})
@@ -640,6 +643,7 @@ def test_an_engine_in_a_process_of_its_own_serves_the_same(one_thread):
         stream.close()
         after = wait_for_metrics(server.url, lambda m: m[CANCELLED] == 1)
         assert after["course:kv_cache_blocks_used"] == 0 and after["course:num_requests_running"] == 0
+        assert sent == ["add"] * 7 + ["abort"]
 
         stream = c.completions.create(model=MODEL, prompt="The small cat", max_tokens=900, temperature=0,
                                       stream=True, extra_body={"ignore_eos": True})
