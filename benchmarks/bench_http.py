@@ -13,8 +13,9 @@ tokens it asks for: --max-tokens each (--lengths same), or a fixed spread around
 requests of a wave start and end in the same step: directly, the engine gets all C
 replacements before its next step; over HTTP the client has to build C new requests
 at once, and the engine steps a part-empty batch until they arrive. Mixed lengths end
-one or two requests at a time, as a real load does. Within a round every path runs
-once, back to back, in an order that rotates from round to round:
+one or two requests at a time, as a real load does. A round runs the direct path, then
+each HTTP path followed by the direct path again (direct, A, direct, B, direct, ...),
+the HTTP paths in an order that rotates from round to round:
 
   direct  this process adds requests to an Engine and steps it; timestamps are taken
           when a step returns a request's tokens.
@@ -27,10 +28,13 @@ paths (openai and httpx) of its own. Timestamps over HTTP are taken when an even
 text arrives.
 
 TTFT = first token - request sent; TPOT = (last token - first token) / (tokens - 1);
-tokens/s = all generated tokens / wall time of the round. Latency percentiles pool
-every request of every round; the HTTP/direct ratios are the median over rounds of the
-ratio within a round, with their range. The only hard check: every path produces the
-same text for every prompt. The 1-minute load average is recorded for every round.
+tokens/s = all generated tokens / wall time of the run. Latency percentiles pool
+every request of every run; an HTTP/direct ratio compares an HTTP run with the mean of
+the two direct runs around it (the machine's speed drifts by tens of percent over
+seconds on a shared host, and this way a drift hits both sides of the ratio), and the
+ratios are reported as their median over rounds with their range. The only hard check:
+every run of every path produces the same text for every prompt. The 1-minute load
+average is recorded for every round.
 Servers are always stopped.
 """
 from __future__ import annotations
@@ -233,26 +237,32 @@ def summary(rounds: list[dict]) -> dict:
     return {**pooled, "rounds": per_round, "requests": sum(len(rd["requests"]) for rd in rounds)}
 
 
-def paired_ratios(direct: dict, http: dict) -> dict:
-    """HTTP / direct for each statistic: the median over rounds of the ratio within a
-    round (the paths of a round run back to back, so a burst of load from another
-    process tends to hit them all), with the smallest and largest round's ratio."""
+def paired_ratios(direct: dict, http: dict, neighbours: list[tuple[int, int]]) -> dict:
+    """HTTP / direct for each statistic: for each HTTP round, the ratio to the mean of the
+    two direct runs just before and just after it (neighbours: their indices in
+    direct["rounds"]), so a drift in the machine's speed hits both sides of a ratio
+    alike; the median over rounds, with the smallest and largest."""
     out = {}
+
+    def pairs():
+        for (a, b), h in zip(neighbours, http["rounds"]):
+            d1, d2 = direct["rounds"][a], direct["rounds"][b]
+            yield {k: (d1[k] + d2[k]) / 2 for k in d1}, h
     for k in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "tokens_per_s"):
-        xs = [h[k] / d[k] for d, h in zip(direct["rounds"], http["rounds"])]
+        xs = [h[k] / d[k] for d, h in pairs()]
         out[k] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
     # What the CPU account allows with two cores free for this work alone: each process
     # on at most one core (the server's threads share one interpreter lock), all of them
     # on two; the direct path on one core. An estimate from CPU time, not a measurement.
     xs = []
-    for d, h in zip(direct["rounds"], http["rounds"]):
+    for d, h in pairs():
         cpu = [v for k, v in h.items() if k.startswith("cpu_ms") and v > 0]
         if cpu:
             xs.append(d["cpu_ms_per_token_bench"] / max(max(cpu), sum(cpu) / 2))
     if xs:
         out["tokens_per_s_bound_2_free_cores"] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
     # the target on time to first token: HTTP <= 1.5 x direct + 5 ms, per round
-    xs = [h["ttft_p50_ms"] - (1.5 * d["ttft_p50_ms"] + 5) for d, h in zip(direct["rounds"], http["rounds"])]
+    xs = [h["ttft_p50_ms"] - (1.5 * d["ttft_p50_ms"] + 5) for d, h in pairs()]
     out["ttft_p50_over_target_ms"] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
     return out
 
@@ -332,6 +342,7 @@ def main() -> None:
         return f"stream-interval {k}" + (f", engine {e}" if len(args.engine) > 1 else "")
     names = ["direct"] + [f"{c}, {server_name(e, k)}" for e, k in kinds for c in args.clients]
     rounds: dict[str, list] = {name: [] for name in names}
+    neighbours: dict[str, list] = {name: [] for name in names[1:]}   # direct runs around each HTTP round
     loads = []
     try:
         for e, k in kinds:
@@ -352,25 +363,30 @@ def main() -> None:
 
         for name in names:           # one small warm-up on each path (first forward, first connection)
             run(name, args.concurrency, prompts[:args.concurrency], [4] * args.concurrency)
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
+        http = names[1:]
+        for r in range(args.rounds):    # direct, HTTP path, direct, HTTP path, ..., direct
+            order = http[r % len(http):] + http[:r % len(http)]
             loads.append(round(os.getloadavg()[0], 2))
+            rounds["direct"].append(run("direct", args.requests, prompts, lengths))
             for name in order:
                 rounds[name].append(run(name, args.requests, prompts, lengths))
+                rounds["direct"].append(run("direct", args.requests, prompts, lengths))
+                neighbours[name].append((len(rounds["direct"]) - 2, len(rounds["direct"]) - 1))
         loads.append(round(os.getloadavg()[0], 2))
     finally:
         for proc, _ in servers.values():
             stop(proc)
 
-    for name in names[1:]:
-        for d, h in zip(rounds["direct"], rounds[name]):
-            for i, (a, b) in enumerate(zip(d["requests"], h["requests"])):
+    for name in names:
+        for h in rounds[name]:
+            for i, (a, b) in enumerate(zip(rounds["direct"][0]["requests"], h["requests"])):
                 assert a["text"] == b["text"], f"prompt {i}: the engine said {a['text']!r}, {name} {b['text']!r}"
                 assert a["tokens"] == b["tokens"] == lengths[i]
 
     stats = {name: summary(rounds[name]) for name in names}
-    ratios = {name: paired_ratios(stats["direct"], stats[name]) for name in names[1:]}
-    print(f"N={args.requests} requests x {args.rounds} rounds per path, concurrency {args.concurrency}, "
+    ratios = {name: paired_ratios(stats["direct"], stats[name], neighbours[name]) for name in names[1:]}
+    print(f"N={args.requests} requests x {args.rounds} rounds per HTTP path ({len(rounds['direct'])} direct runs), "
+          f"concurrency {args.concurrency}, "
           f"{each} (ignore_eos), greedy, torch threads {args.threads}, "
           f"1-min load average {min(loads)}-{max(loads)}")
     w = max(len(n) for n in names)
@@ -386,7 +402,8 @@ def main() -> None:
         s = stats[name]
         cpu = ", ".join(f"{k[len('cpu_ms_per_token_'):]} {v:.3f}" for k, v in s.items() if k.startswith("cpu_ms"))
         print(f"{name:>{w}} | {cpu} | cores {s['cores_busy']:.2f}")
-    print("HTTP / direct, median [min-max] over rounds of the ratio within a round:")
+    print("HTTP / direct, median [min-max] over rounds of the ratio to the mean of the direct runs just before "
+          "and after:")
     for name in names[1:]:
         q = ratios[name]
         cell = lambda k: f"{q[k]['median']:.2f}x [{q[k]['min']:.2f}-{q[k]['max']:.2f}]"  # noqa: E731
@@ -403,7 +420,7 @@ def main() -> None:
               "cpu_count": os.cpu_count(), "device": str(getattr(engine.model, "device", "cpu")),
               "threads": args.threads, "requests": args.requests, "concurrency": args.concurrency,
               "max_tokens": args.max_tokens, "lengths": args.lengths, "tokens_per_request": lengths,
-              "rounds": args.rounds, "max_batch": args.max_batch,
+              "rounds": args.rounds, "direct_runs": len(rounds["direct"]), "max_batch": args.max_batch,
               "num_blocks": args.num_blocks, "stream_intervals": args.stream_interval,
               "load_average_1min": {"each_round": loads[:-1], "end": loads[-1]},
               "paths": stats, "http_over_direct": ratios}
