@@ -267,7 +267,9 @@ def paired_ratios(direct: dict, http: dict, neighbours: list[tuple[int, int]]) -
     return out
 
 
-def plot(direct: dict, paths: dict, path: Path, title: str) -> None:
+def plot(direct: dict, paths: dict, ratios: dict, path: Path, title: str) -> None:
+    """Left: latency per request on every path. Right: tokens/s over HTTP / direct, the
+    median over rounds with the smallest and largest round, against the target."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -285,12 +287,18 @@ def plot(direct: dict, paths: dict, path: Path, title: str) -> None:
     a.set_yscale("log")
     a.legend(fontsize=7)
     a.set_title("latency per request (pooled)")
-    b.bar(range(len(series)), [s["tokens_per_s"] for s in series.values()], color=[f"C{j}" for j in range(len(series))])
-    b.set_xticks(list(range(len(series))), [n.replace(", stream-interval ", "\ninterval ").replace(", engine ", "\n")
-                                            .replace(" directly", "\ndirectly")
-                                            for n in series], fontsize=6, rotation=90)
-    b.set_ylabel("generated tokens / s (median round)")
-    b.set_title("throughput")
+    names = list(paths)
+    med = [ratios[n]["tokens_per_s"]["median"] for n in names]
+    lo = [m - ratios[n]["tokens_per_s"]["min"] for m, n in zip(med, names)]
+    hi = [ratios[n]["tokens_per_s"]["max"] - m for m, n in zip(med, names)]
+    b.bar(range(len(names)), med, yerr=[lo, hi], capsize=4, color=[f"C{j + 1}" for j in range(len(names))])
+    b.axhline(0.85, color="k", linestyle="--", linewidth=1)
+    b.text(len(names) - 0.5, 0.86, "target 0.85", ha="right", va="bottom", fontsize=7)
+    b.axhline(1.0, color="0.6", linewidth=0.8)
+    b.set_xticks(list(range(len(names))), [n.replace(", stream-interval ", "\ninterval ").replace(", engine ", "\n")
+                                           for n in names], fontsize=7)
+    b.set_ylabel("tokens/s over HTTP / direct")
+    b.set_title("throughput, paired (median, min-max over rounds)")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -325,7 +333,11 @@ def main() -> None:
     ap.add_argument("--engine", nargs="+", default=["process"], choices=["process", "thread"],
                     help="the server's --engine (where its engine runs); one server per value")
     ap.add_argument("--out", default="http", help="file stem under benchmarks/results/")
+    ap.add_argument("--replot", action="store_true", help="only redraw results/OUT.png from results/OUT.json")
     args = ap.parse_args()
+    if args.replot:
+        plot_result(json.loads((RESULTS / f"{args.out}.json").read_text()), RESULTS / f"{args.out}.png")
+        return
     torch.set_num_threads(args.threads)
     prompts = [LAB_PROMPTS[i % len(LAB_PROMPTS)] for i in range(args.requests)]
     lengths = request_lengths(args.lengths, args.requests, args.max_tokens)
@@ -425,10 +437,21 @@ def main() -> None:
               "load_average_1min": {"each_round": loads[:-1], "end": loads[-1]},
               "paths": stats, "http_over_direct": ratios}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(stats["direct"], {n: stats[n] for n in names[1:]}, RESULTS / f"{args.out}.png",
-         f"{args.requests} requests x {args.rounds} rounds, concurrency {args.concurrency}, "
-         f"{each}, tiny model, {result['device']}, load {min(loads)}-{max(loads)}")
+    plot_result(result, RESULTS / f"{args.out}.png")
     print(f"wrote {RESULTS / (args.out + '.json')} and {RESULTS / (args.out + '.png')}")
+
+
+def plot_result(result: dict, path: Path) -> None:
+    """The PNG of a result as written to its JSON (also: --replot)."""
+    lengths = result["tokens_per_request"]
+    each = f"{result['max_tokens']} tokens each" if result["lengths"] == "same" else (
+        f"{min(lengths)}-{max(lengths)} tokens (mean {sum(lengths) / len(lengths):.0f})")
+    loads = result["load_average_1min"]["each_round"] + [result["load_average_1min"]["end"]]
+    paths = dict(result["paths"])
+    direct = paths.pop("direct")
+    plot(direct, paths, result["http_over_direct"], path,
+         f"{result['requests']} requests x {result['rounds']} rounds, concurrency {result['concurrency']}, "
+         f"{each}, tiny model, {result['device']}, load {min(loads)}-{max(loads)}")
 
 
 if __name__ == "__main__":
