@@ -30,8 +30,8 @@ text arrives.
 TTFT = first token - request sent; TPOT = (last token - first token) / (tokens - 1);
 tokens/s = all generated tokens / wall time of the run. Latency percentiles pool
 every request of every run; an HTTP/direct ratio compares an HTTP run with the mean of
-the two direct runs around it (the machine's speed drifts by tens of percent over
-seconds on a shared host, and this way a drift hits both sides of the ratio), and the
+the two direct runs around it (the machine's speed drifts by tens of percent from
+minute to minute on a shared host, and this way a drift hits both sides of the ratio), and the
 ratios are reported as their median over rounds with their range. The only hard check:
 every run of every path produces the same text for every prompt. The 1-minute load
 average is recorded for every round.
