@@ -65,7 +65,9 @@ than the work; hence the engine process of the command line. The work is also do
 bulk where the wire format allows: one wake-up of the event loop per engine
 step for all the requests it advanced; a chunk's JSON is encoded once per request and
 only the text is encoded per event; the outputs a stream finds waiting are joined into
-one chunk and all its ready events go out in one socket write. `stream_interval` (vLLM's
+one chunk and all its ready events go out in one socket write; a step's first tokens are
+handed over before the other streams' next tokens, so a new stream's first event is
+written, and read by a client of many streams, first. `stream_interval` (vLLM's
 --stream-interval; default 1) hands a stream's tokens over in groups of that many after
 the first one, which always goes at once: fewer, longer chunks, the same text.
 benchmarks/bench_http.py measures the cost against the engine driven directly.
@@ -497,16 +499,24 @@ class EngineLoop:
 
     def _deliver_step(self, outputs) -> None:
         """Route a step's outputs: one wake-up per event loop for the whole step, not
-        one per output."""
+        one per output. A request's first token is handed over before the other
+        requests' next tokens: the handlers run, and write to their sockets, in the
+        order their queues are filled, and a client reading many streams reads them in
+        the order the data arrived, so the first token would otherwise wait behind up
+        to max_batch - 1 other streams' events on both sides (the engine puts newly
+        admitted requests last in its batch)."""
         now = self.clock()
         deliveries: dict = {}
         for out in outputs:
+            tracked = self._tracked.get(out.request_id)
+            first = tracked is not None and tracked.first_token is None and bool(out.new_token_ids)
             tracked = self._route(out, now)
             outs = self._hand_over(tracked, out) if tracked is not None else None
             if outs:
-                deliveries.setdefault(tracked.loop, []).append((tracked.queue, outs))
-        for loop, items in deliveries.items():
-            loop.call_soon_threadsafe(_deliver, items)
+                firsts, others = deliveries.setdefault(tracked.loop, ([], []))
+                (firsts if first else others).append((tracked.queue, outs))
+        for loop, (firsts, others) in deliveries.items():
+            loop.call_soon_threadsafe(_deliver, firsts + others)
 
     def _run_commands(self) -> None:
         ran = False

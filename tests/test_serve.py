@@ -561,6 +561,31 @@ def test_stream_interval_hands_the_first_token_and_the_end_over_at_once_the_rest
         EngineLoop(_StuckEngine(), stream_interval=0)
 
 
+def test_a_first_token_is_handed_over_before_the_other_streams_next_tokens():
+    """The handlers run, and write to their sockets, in the order their queues are filled:
+    a step's first tokens go first, whatever the engine's order, and the others keep
+    theirs; one step is still one wake-up of the event loop."""
+    class EventLoop:
+        def __init__(self):
+            self.calls = []
+
+        def call_soon_threadsafe(self, fn, items):
+            self.calls.append([queue for queue, _ in items])
+
+    event_loop = EventLoop()
+    loop = EngineLoop(_StuckEngine())
+    for rid in "abcde":
+        loop._tracked[rid] = Tracked(queue=rid, loop=event_loop, arrival=0.0)
+
+    def out(rid, n, finish=None):
+        return SimpleNamespace(request_id=rid, new_token_ids=[7] * n, finish_reason=finish)
+    loop._deliver_step([out("a", 1), out("b", 1)])                           # both first: engine order
+    loop._deliver_step([out("a", 1), out("b", 1, "length"), out("c", 1), out("d", 1)])
+    loop._deliver_step([out("d", 1), out("e", 0), out("a", 1), out("c", 0, "cancelled")])  # no first token
+    loop._deliver_step([out("a", 1), out("e", 1)])                           # e's first token comes now
+    assert event_loop.calls == [["a", "b"], ["c", "d", "a", "b"], ["d", "e", "a", "c"], ["e", "a"]]
+
+
 def test_build_app_checks_its_arguments():
     class NoStep:
         def add_request(self, *a): ...
