@@ -310,7 +310,6 @@ def get_tests(lab: str) -> dict[str, Test]:
 
 LIBRARY_PACKAGES = ("course", "autograder")   # code a graded function must not come from
 _LIBRARY_SUBMODULES = tuple(p + "." for p in LIBRARY_PACKAGES)
-_REALPATHS: dict[str, str] = {}
 
 
 def _in_library(module_name) -> bool:
@@ -334,14 +333,12 @@ def _library_modules() -> list[str]:
     return _LIBRARY_NAMES[1]
 
 
+@functools.cache
 def _realpath(path: str) -> str:
     """os.path.realpath, remembered per path: the library's files do not move while a
     submission is graded, and a grading run asks about the same few hundred files for every
     function it looks up (uncached, that was most of a lab07 submission's probe time)."""
-    real = _REALPATHS.get(path)
-    if real is None:
-        real = _REALPATHS[path] = os.path.realpath(path)
-    return real
+    return os.path.realpath(path)
 
 
 def _library_file(filename) -> str | None:

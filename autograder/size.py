@@ -48,6 +48,7 @@ def code_lines(source: str) -> int:
     """Lines holding code: not blank, not only a comment, not part of a docstring (a string
     that is the first statement of a module, class or function). Source that does not parse
     counts every non-blank, non-comment line."""
+    lines = source.splitlines()
     skip: set[int] = set()
     try:
         tree = ast.parse(source)
@@ -63,11 +64,11 @@ def code_lines(source: str) -> int:
     comments: set[int] = set()
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type == tokenize.COMMENT and not source.splitlines()[tok.start[0] - 1][:tok.start[1]].strip():
+            if tok.type == tokenize.COMMENT and not lines[tok.start[0] - 1][:tok.start[1]].strip():
                 comments.add(tok.start[0])
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        comments = {i for i, line in enumerate(source.splitlines(), 1) if line.lstrip().startswith("#")}
-    return sum(1 for i, line in enumerate(source.splitlines(), 1)
+        comments = {i for i, line in enumerate(lines, 1) if line.lstrip().startswith("#")}
+    return sum(1 for i, line in enumerate(lines, 1)
                if line.strip() and i not in skip and i not in comments)
 
 

@@ -72,6 +72,13 @@ def request_lengths(kind: str, n: int, max_tokens: int) -> list[int]:
     return [max(2, round(max_tokens * MIX[i % len(MIX)])) for i in range(n)]
 
 
+def describe_lengths(kind: str, max_tokens: int, lengths: list[int]) -> str:
+    """The lengths in a few words, for the printed header and the plot's title."""
+    if kind == "same":
+        return f"{max_tokens} tokens each"
+    return f"{min(lengths)}-{max(lengths)} tokens (mean {sum(lengths) / len(lengths):.0f})"
+
+
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile, q in [0, 100]."""
     xs = sorted(values)
@@ -323,7 +330,8 @@ def main() -> None:
                     help="same: every request makes --max-tokens tokens, so a wave of C requests starts "
                          "and ends together; mixed: request i makes max-tokens x "
                          + "/".join(f"{f:g}" for f in MIX) + "[i % 7], so requests end one or two at a time")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds; every path runs once per round")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds; each HTTP path runs once per round, the direct path before and after each")
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--num-blocks", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
@@ -341,8 +349,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     prompts = [LAB_PROMPTS[i % len(LAB_PROMPTS)] for i in range(args.requests)]
     lengths = request_lengths(args.lengths, args.requests, args.max_tokens)
-    each = f"{args.max_tokens} tokens each" if args.lengths == "same" else (
-        f"{min(lengths)}-{max(lengths)} tokens (mean {sum(lengths) / len(lengths):.0f})")
+    each = describe_lengths(args.lengths, args.max_tokens, lengths)
 
     engine, tokenizer, _ = tiny_engine(num_blocks=args.num_blocks, max_batch=args.max_batch,
                                        max_waiting=args.requests)
@@ -360,7 +367,7 @@ def main() -> None:
         for e, k in kinds:
             servers[server_name(e, k)] = start_server(args, k, e)
 
-        def run(name: str, n: int, prompts: list[str], lengths: list[int]) -> dict:
+        def run(name: str, prompts: list[str], lengths: list[int]) -> dict:
             server = None if name == "direct" else servers[name.split(", ", 1)[1]]
             before = cpu_seconds(server and server[0].pid)
             if server is None:
@@ -374,15 +381,15 @@ def main() -> None:
             return rd
 
         for name in names:           # one small warm-up on each path (first forward, first connection)
-            run(name, args.concurrency, prompts[:args.concurrency], [4] * args.concurrency)
+            run(name, prompts[:args.concurrency], [4] * args.concurrency)
         http = names[1:]
         for r in range(args.rounds):    # direct, HTTP path, direct, HTTP path, ..., direct
             order = http[r % len(http):] + http[:r % len(http)]
             loads.append(round(os.getloadavg()[0], 2))
-            rounds["direct"].append(run("direct", args.requests, prompts, lengths))
+            rounds["direct"].append(run("direct", prompts, lengths))
             for name in order:
-                rounds[name].append(run(name, args.requests, prompts, lengths))
-                rounds["direct"].append(run("direct", args.requests, prompts, lengths))
+                rounds[name].append(run(name, prompts, lengths))
+                rounds["direct"].append(run("direct", prompts, lengths))
                 neighbours[name].append((len(rounds["direct"]) - 2, len(rounds["direct"]) - 1))
         loads.append(round(os.getloadavg()[0], 2))
     finally:
@@ -443,9 +450,7 @@ def main() -> None:
 
 def plot_result(result: dict, path: Path) -> None:
     """The PNG of a result as written to its JSON (also: --replot)."""
-    lengths = result["tokens_per_request"]
-    each = f"{result['max_tokens']} tokens each" if result["lengths"] == "same" else (
-        f"{min(lengths)}-{max(lengths)} tokens (mean {sum(lengths) / len(lengths):.0f})")
+    each = describe_lengths(result["lengths"], result["max_tokens"], result["tokens_per_request"])
     loads = result["load_average_1min"]["each_round"] + [result["load_average_1min"]["end"]]
     paths = dict(result["paths"])
     direct = paths.pop("direct")

@@ -508,11 +508,11 @@ class EngineLoop:
         now = self.clock()
         deliveries: dict = {}
         for out in outputs:
-            tracked = self._tracked.get(out.request_id)
-            first = tracked is not None and tracked.first_token is None and bool(out.new_token_ids)
             tracked = self._route(out, now)
             outs = self._hand_over(tracked, out) if tracked is not None else None
             if outs:
+                n = len(out.new_token_ids or ())
+                first = n > 0 and tracked.n_generated == n     # this output holds its first tokens
                 firsts, others = deliveries.setdefault(tracked.loop, ([], []))
                 (firsts if first else others).append((tracked.queue, outs))
         for loop, (firsts, others) in deliveries.items():
