@@ -76,7 +76,8 @@ Slow clients. A connection must finish sending a request's headers within
 HEADER_TIMEOUT_S = 10 s of opening (or of its previous response ending), or it is
 closed: uvicorn's own keep-alive timer starts only after a first response and stops at
 the first byte, so without this a client dribbling header bytes would hold a connection
-(and its memory) for ever.
+(and its memory) for ever. A request line and headers of more than MAX_HEADER_BYTES =
+32 KiB are answered 431 and the connection is closed.
 
 Finish reasons on the wire. The course's FinishReason values are OpenAI's where OpenAI
 has one and pass through unchanged otherwise:
@@ -149,8 +150,11 @@ MODEL_NAME = "tiny-model"
 # that sends less than its Content-Length must not hold a request open for ever).
 BODY_READ_TIMEOUT_S = 10.0
 # A connection that has not sent a request's complete headers this many seconds after it
-# opened (or after its previous response ended) is closed (see guarded_h11).
+# opened (or after its previous response ended) is closed (see guarded_http).
 HEADER_TIMEOUT_S = 10.0
+# A request line and headers larger than this are answered 431 and the connection closed
+# (httptools, unlike h11, sets no limit of its own; see guarded_http).
+MAX_HEADER_BYTES = 32 * 1024
 # A body of at most this many bytes is parsed and tokenized on the event loop; a larger one in
 # a worker thread (see "How a request flows" above).
 INLINE_PARSE_BYTES = 4096
@@ -1343,7 +1347,7 @@ class BackgroundServer:
         self.host, self.port = host, self.sock.getsockname()[1]
         self.server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on",
                                                     timeout_graceful_shutdown=2,
-                                                    http=guarded_h11(header_timeout)))
+                                                    http=guarded_http(header_timeout)))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
                                        name="uvicorn", daemon=True)
 
@@ -1372,35 +1376,68 @@ class BackgroundServer:
         self.stop()
 
 
-def guarded_h11(header_timeout: float = HEADER_TIMEOUT_S) -> type:
-    """uvicorn's HTTP/1.1 protocol (h11) with a deadline on each request's headers.
+def guarded_http(header_timeout: float = HEADER_TIMEOUT_S, max_header_bytes: int = MAX_HEADER_BYTES) -> type:
+    """uvicorn's HTTP/1.1 protocol on httptools (the C parser of `uvicorn[standard]`, and
+    what vLLM's server runs on), with two limits on each request's headers.
 
-    uvicorn times out an idle keep-alive connection only after a first response, and
-    stops that timer at the first byte received, so a client that opens a connection
+    Time: uvicorn times out an idle keep-alive connection only after a first response,
+    and stops that timer at the first byte received, so a client that opens a connection
     and sends its headers a byte at a time would hold it open for ever (slowloris). Here
     the headers must be complete within `header_timeout` seconds of the connection
     opening, or of its previous response ending; otherwise the connection is closed.
-    The body has its own limit (BODY_READ_TIMEOUT_S, answered 408)."""
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    Size: httptools passes headers on as they come, with no limit, so a client could fill
+    the server's memory within that time (gigabytes in seconds over loopback). Once more
+    than `max_header_bytes` have arrived without the headers' end, the answer is 431 and
+    the connection is closed (uvicorn's h11 protocol stops at 16 KiB).
+    The body has its own limits (MAX_BODY_BYTES, 413; BODY_READ_TIMEOUT_S, 408).
+
+    httptools rather than uvicorn's pure-Python h11: at 16 streams it took 10-22% less of
+    the server's CPU per streamed token (benchmarks/README.md, "HTTP parser")."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     check_number("header_timeout", header_timeout, 0, lo_open=True)
+    check_int("max_header_bytes", max_header_bytes, 1)
+    too_large = b"Request headers are larger than %d bytes." % max_header_bytes
+    answer_431 = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                  b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(too_large), too_large))
 
-    class HeaderDeadlineH11Protocol(H11Protocol):
-        _deadline: asyncio.TimerHandle | None = None
+    class HeaderLimitsProtocol(HttpToolsProtocol):
+        _deadline: asyncio.TimerHandle | None = None    # set while a request's headers are awaited
+        _in_headers = False                              # a request has begun and its headers have not ended
+        _begun_here = False                              # ... and it began in the data being parsed
+        _header_bytes = 0
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._arm()
 
         def data_received(self, data: bytes) -> None:
+            self._begun_here = False
             super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:       # a request line and headers are in
-                self._disarm()
+            # Count only data that was all headers: of a request that began in earlier
+            # data and has still not ended its headers. So the data that begins a request
+            # goes uncounted (at most one read, 256 KiB), and the tail of a body or of a
+            # pipelined request never counts against the next one.
+            if self._in_headers and not self._begun_here and not self.transport.is_closing():
+                self._header_bytes += len(data)
+                if self._header_bytes > max_header_bytes:
+                    self._disarm()
+                    self.transport.write(answer_431)
+                    self.transport.close()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._in_headers, self._begun_here, self._header_bytes = True, True, 0
+
+        def on_headers_complete(self) -> None:              # a request line and headers are in
+            self._in_headers = False
+            self._disarm()
+            super().on_headers_complete()
 
         def on_response_complete(self) -> None:
+            next_is_in = bool(self.pipeline)                 # a request whose headers arrived meanwhile
             super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            if not next_is_in and not self.transport.is_closing():
                 self._arm()                                  # waiting for the next request
 
         def connection_lost(self, exc) -> None:
@@ -1418,10 +1455,11 @@ def guarded_h11(header_timeout: float = HEADER_TIMEOUT_S) -> type:
 
         def _headers_too_slow(self) -> None:
             self._deadline = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            serving = self.cycle is not None and not self.cycle.response_complete
+            if not serving and not self.transport.is_closing():
                 self.transport.close()
 
-    return HeaderDeadlineH11Protocol
+    return HeaderLimitsProtocol
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -1510,7 +1548,7 @@ def main(argv=None) -> int:
     print(f"Serving {MODEL_NAME} at {url}/v1 (OpenAI-compatible; metrics at {url}/metrics). Ctrl-C stops.",
           flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level=ns.log_level, timeout_graceful_shutdown=2,
-                                  http=guarded_h11())).run(sockets=[sock])
+                                  http=guarded_http())).run(sockets=[sock])
     return 0
 
 

@@ -1,6 +1,7 @@
 """course.serve's typed API and its limits on a request body: the models in
 course/serve_protocol.py, /openapi.json, and the 400/404/405/408/413 answers in OpenAI's
-error shape for bodies that are not JSON-typed, not UTF-8, nested too deep or too large.
+error shape for bodies that are not JSON-typed, not UTF-8, nested too deep or too large;
+and the limits on a request's headers, in time (closed) and size (431).
 
 Fast and without torch: the engine behind the server is a stub that answers every request
 with one token. Nothing asserts on time: "the body was not read" is the number of receive()
@@ -18,7 +19,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from course.serve import (MAX_BODY_BYTES, MAX_JSON_DEPTH, APIErrorResponse, BackgroundServer, _Answer, build_app,
+from course.serve import (INLINE_PARSE_BYTES, MAX_BODY_BYTES, MAX_JSON_DEPTH, APIErrorResponse, BackgroundServer, _Answer, build_app,
                           parse_request)
 from course.serve_protocol import (ChatCompletionRequest, ChatCompletionStreamResponse, CompletionRequest,
                                    CompletionStreamResponse, ErrorResponse, json_depth_exceeds)
@@ -381,6 +382,199 @@ def test_a_connection_that_sends_its_headers_too_slowly_is_closed():
         assert closed, "a connection sending header lines for 30 s was never closed"
         with httpx.Client(base_url=server.url) as client:     # keep-alive requests are unaffected
             assert [client.get("/health").status_code for _ in range(3)] == [200] * 3
+
+
+def _closed_by_server(sock, probe: bytes = b"X: y\r\n", within: float = 30) -> bool:
+    """Keep sending header lines (never the blank line that ends them) until the server
+    closes the connection; False if it is still open after `within` seconds."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + within               # generous: only "eventually" is asserted
+    while time.monotonic() < deadline:
+        try:
+            sock.sendall(probe)
+            if sock.recv(1) == b"":
+                return True
+        except socket.timeout:
+            continue
+        except OSError:                                # reset: closed as well
+            return True
+    return False
+
+
+def test_the_header_deadline_spares_requests_being_served_and_pipelined_ones():
+    """The deadline is on the headers only: a request whose handler is still at work when
+    another connection's deadline has passed is answered, two pipelined requests are both
+    answered, and after its response a connection is again given the deadline for its
+    next headers. No timing is asserted: the held request's connection was opened before
+    the probe's, so its deadline, if it had one, would have fired first."""
+    import socket
+
+    tok = _HeldTokenizer()
+    with BackgroundServer(make_app(tok), header_timeout=0.5) as server, ThreadPoolExecutor(1) as pool:
+        big = {"model": MODEL, "prompt": "a" * (INLINE_PARSE_BYTES * 2), "max_tokens": 1}
+        held = pool.submit(httpx.post, f"{server.url}/v1/completions", json=big, timeout=60)
+        try:
+            assert tok.entered.wait(30), "encode() was never called"
+            probe = socket.create_connection((server.host, server.port), timeout=1.0)
+            probe.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            try:
+                assert _closed_by_server(probe), "a connection sending header lines for 30 s was never closed"
+            finally:
+                probe.close()
+        finally:
+            tok.release.set()
+        assert held.result().status_code == 200
+
+        sock = socket.create_connection((server.host, server.port), timeout=30)
+        try:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 2)     # pipelined
+            got = b""
+            while got.count(b'"status"') < 2:
+                chunk = sock.recv(65536)
+                assert chunk, f"closed after {got.count(b'HTTP/1.1 200')} of 2 pipelined answers"
+                got += chunk
+            assert got.count(b"HTTP/1.1 200 OK") == 2
+            sock.settimeout(1.0)
+            sock.sendall(b"GET /health HTTP/1.1\r\n")                       # the next one, never finished
+            assert _closed_by_server(sock), "a kept-alive connection dribbling headers was never closed"
+        finally:
+            sock.close()
+
+
+def _answer_to(sock) -> bytes:
+    """What the server sends before it closes the connection."""
+    got = b""
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except ConnectionResetError:
+        pass
+    return got
+
+
+def _send_until_refused(sock, data: bytes, most: int) -> int:
+    """Send `data` over and over, up to `most` bytes; the bytes sent before the server
+    closed the connection."""
+    sent = 0
+    try:
+        while sent < most:
+            sock.sendall(data)
+            sent += len(data)
+    except OSError:
+        pass
+    return sent
+
+
+def test_headers_past_the_size_limit_are_a_431_and_the_connection_is_closed():
+    """On a new connection, and on one whose previous request is still being answered
+    (the next request's headers arrive meanwhile); bodies and pipelined requests of any
+    size are not headers and are not counted."""
+    import socket
+
+    from course.serve import MAX_HEADER_BYTES
+
+    pad = b"X-Pad: " + b"a" * 1000 + b"\r\n"
+    tok = _HeldTokenizer()
+    with BackgroundServer(make_app(tok)) as server:
+        fresh = socket.create_connection((server.host, server.port), timeout=30)
+        with fresh:
+            fresh.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            sent = _send_until_refused(fresh, pad, 100 * MAX_HEADER_BYTES)
+            assert sent < 100 * MAX_HEADER_BYTES, "100 times the limit of headers were read"
+            assert _answer_to(fresh).startswith(b"HTTP/1.1 431 ")
+
+        busy = socket.create_connection((server.host, server.port), timeout=30)
+        with busy:
+            body = json.dumps({"model": MODEL, "prompt": "a" * (INLINE_PARSE_BYTES * 2), "max_tokens": 1}).encode()
+            busy.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            assert tok.entered.wait(30), "encode() was never called"      # the answer is held
+            busy.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            sent = _send_until_refused(busy, pad, 100 * MAX_HEADER_BYTES)
+            tok.release.set()
+            assert sent < 100 * MAX_HEADER_BYTES, "100 times the limit of headers were read"
+            assert b"HTTP/1.1 431 " in _answer_to(busy)
+
+        with socket.create_connection((server.host, server.port), timeout=30) as sock:
+            big = json.dumps({"model": MODEL, "prompt": "b", "max_tokens": 1, "user": "u" * (MAX_BODY_BYTES // 2)})
+            one = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n%s" % (len(big), big.encode()))
+            sock.sendall(one * 3)                                           # pipelined, 1.5 MiB in all
+            got = b""
+            while got.count(b'"text_completion"') < 3:
+                chunk = sock.recv(65536)
+                assert chunk, f"closed after {got.count(b'HTTP/1.1 200')} of 3 answers: {got[-300:]!r}"
+                got += chunk
+            assert got.count(b"HTTP/1.1 200 OK") == 3
+
+
+class _Transport:
+    """Enough of an asyncio transport for uvicorn's protocol: what it writes, and whether
+    it closed."""
+
+    def __init__(self):
+        self.written, self.closed = b"", False
+
+    def get_extra_info(self, name, default=None):
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 40000)}.get(name, default)
+
+    def write(self, data):
+        self.written += data
+
+    def close(self):
+        self.closed = True
+
+    def is_closing(self):
+        return self.closed
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+
+def test_the_header_size_count_starts_where_a_request_begins():
+    """The protocol fed by hand, read by read: a read that ends one request's body and
+    begins the next request's headers is not counted as headers, however large; reads
+    that are all headers are."""
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from course.serve import guarded_http
+
+    limit = 4096
+    protocol_class = guarded_http(max_header_bytes=limit)
+    config = Config(app=make_app(), http=protocol_class)
+    config.load()
+    loop = asyncio.new_event_loop()
+    try:
+        def connection():
+            protocol = protocol_class(config=config, server_state=ServerState(), app_state={}, _loop=loop)
+            protocol.connection_made(transport := _Transport())
+            return protocol, transport
+
+        body = b"{" + b" " * (3 * limit) + b"}"
+        protocol, transport = connection()
+        protocol.data_received(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])
+        protocol.data_received(body[10:] + b"GET /health HTTP/1.1\r\nHost: x\r\n")   # > limit, one read
+        protocol.data_received(b"X: y\r\n\r\n")
+        assert not transport.closed and transport.written == b""
+
+        protocol, transport = connection()
+        protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(limit // 100 + 1):
+            protocol.data_received(b"X-Pad: " + b"a" * 100 + b"\r\n")
+        assert transport.closed and transport.written.startswith(b"HTTP/1.1 431 ")
+    finally:
+        tasks = asyncio.all_tasks(loop)                  # the requests' handlers, never run: end them
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.close()
 
 
 def test_every_connection_sends_without_delay():
