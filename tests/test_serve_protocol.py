@@ -403,6 +403,16 @@ def _closed_by_server(sock, probe: bytes = b"X: y\r\n", within: float = 30) -> b
     return False
 
 
+def _read_answers(sock, n: int, marker: bytes) -> bytes:
+    """Read until `marker` (a piece of each answer's body) has arrived n times."""
+    got = b""
+    while got.count(marker) < n:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {got.count(marker)} of {n} answers: {got[-300:]!r}"
+        got += chunk
+    return got
+
+
 def test_the_header_deadline_spares_requests_being_served_and_pipelined_ones():
     """The deadline is on the headers only: a request whose handler is still at work when
     another connection's deadline has passed is answered, two pipelined requests are both
@@ -430,12 +440,7 @@ def test_the_header_deadline_spares_requests_being_served_and_pipelined_ones():
         sock = socket.create_connection((server.host, server.port), timeout=30)
         try:
             sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 2)     # pipelined
-            got = b""
-            while got.count(b'"status"') < 2:
-                chunk = sock.recv(65536)
-                assert chunk, f"closed after {got.count(b'HTTP/1.1 200')} of 2 pipelined answers"
-                got += chunk
-            assert got.count(b"HTTP/1.1 200 OK") == 2
+            assert _read_answers(sock, 2, b'"status"').count(b"HTTP/1.1 200 OK") == 2
             sock.settimeout(1.0)
             sock.sendall(b"GET /health HTTP/1.1\r\n")                       # the next one, never finished
             assert _closed_by_server(sock), "a kept-alive connection dribbling headers was never closed"
@@ -502,12 +507,7 @@ def test_headers_past_the_size_limit_are_a_431_and_the_connection_is_closed():
             one = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                    b"Content-Length: %d\r\n\r\n%s" % (len(big), big.encode()))
             sock.sendall(one * 3)                                           # pipelined, 1.5 MiB in all
-            got = b""
-            while got.count(b'"text_completion"') < 3:
-                chunk = sock.recv(65536)
-                assert chunk, f"closed after {got.count(b'HTTP/1.1 200')} of 3 answers: {got[-300:]!r}"
-                got += chunk
-            assert got.count(b"HTTP/1.1 200 OK") == 3
+            assert _read_answers(sock, 3, b'"text_completion"').count(b"HTTP/1.1 200 OK") == 3
 
 
 class _Transport:
