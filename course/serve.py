@@ -1385,14 +1385,16 @@ def guarded_http(header_timeout: float = HEADER_TIMEOUT_S, max_header_bytes: int
     and sends its headers a byte at a time would hold it open for ever (slowloris). Here
     the headers must be complete within `header_timeout` seconds of the connection
     opening, or of its previous response ending; otherwise the connection is closed.
-    Size: httptools passes headers on as they come, with no limit, so a client could fill
-    the server's memory within that time (gigabytes in seconds over loopback). Once more
-    than `max_header_bytes` have arrived without the headers' end, the answer is 431 and
-    the connection is closed (uvicorn's h11 protocol stops at 16 KiB).
+    Size: httptools sets no limit on a request's line and headers, so a client could fill
+    the server's memory within that time (gigabytes in seconds over loopback). Once they
+    pass `max_header_bytes`, counted as they are parsed, the answer is 431 and the
+    connection is closed (uvicorn's h11 protocol stops at 16 KiB). One header still
+    arriving is counted by the reads it fills, so memory stays bounded while it grows.
     The body has its own limits (MAX_BODY_BYTES, 413; BODY_READ_TIMEOUT_S, 408).
 
     httptools rather than uvicorn's pure-Python h11: at 16 streams it took 10-22% less of
     the server's CPU per streamed token (benchmarks/README.md, "HTTP parser")."""
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     check_number("header_timeout", header_timeout, 0, lo_open=True)
@@ -1405,7 +1407,9 @@ def guarded_http(header_timeout: float = HEADER_TIMEOUT_S, max_header_bytes: int
         _deadline: asyncio.TimerHandle | None = None    # set while a request's headers are awaited
         _in_headers = False                              # a request has begun and its headers have not ended
         _begun_here = False                              # ... and it began in the data being parsed
-        _header_bytes = 0
+        _received = 0                                    # bytes of reads that were all headers
+        _parsed = 0                                      # bytes of request line and headers parsed
+        _too_large = False
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -1414,20 +1418,43 @@ def guarded_http(header_timeout: float = HEADER_TIMEOUT_S, max_header_bytes: int
         def data_received(self, data: bytes) -> None:
             self._begun_here = False
             super().data_received(data)
-            # Count only data that was all headers: of a request that began in earlier
-            # data and has still not ended its headers. So the data that begins a request
-            # goes uncounted (at most one read, 256 KiB), and the tail of a body or of a
-            # pipelined request never counts against the next one.
+            # The parser hands a header over only once it has all of it, so one endless
+            # header is caught here: by counting the reads that were all headers (of a
+            # request that began in an earlier read and has not ended its headers).
             if self._in_headers and not self._begun_here and not self.transport.is_closing():
-                self._header_bytes += len(data)
-                if self._header_bytes > max_header_bytes:
-                    self._disarm()
-                    self.transport.write(answer_431)
-                    self.transport.close()
+                self._received += len(data)
+                if self._received > max_header_bytes:
+                    self._refuse()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self._in_headers, self._begun_here, self._header_bytes = True, True, 0
+            self._in_headers, self._begun_here, self._received, self._parsed = True, True, 0, 0
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value) + 4)       # "name: value\r\n"
+            super().on_header(name, value)
+
+        def _count(self, n: int) -> None:
+            self._parsed += n
+            if self._parsed > max_header_bytes:
+                self._too_large = True
+                # stops the parser at once; uvicorn answers it with send_400_response
+                raise httptools.HttpParserError(f"request headers larger than {max_header_bytes} bytes")
+
+        def send_400_response(self, msg: str) -> None:
+            if self._too_large:
+                self._refuse()
+            else:
+                super().send_400_response(msg)
+
+        def _refuse(self) -> None:
+            self._disarm()
+            self.transport.write(answer_431)
+            self.transport.close()
 
         def on_headers_complete(self) -> None:              # a request line and headers are in
             self._in_headers = False

@@ -536,10 +536,11 @@ class _Transport:
         pass
 
 
-def test_the_header_size_count_starts_where_a_request_begins():
-    """The protocol fed by hand, read by read: a read that ends one request's body and
-    begins the next request's headers is not counted as headers, however large; reads
-    that are all headers are."""
+def test_the_header_size_is_counted_as_parsed_and_read_by_read():
+    """The protocol fed by hand, read by read. Headers are counted as they are parsed, so
+    one read holding a whole request is judged by its headers alone; a read that ends one
+    request's body and begins the next request's headers does not count as headers,
+    however large; reads that are all headers do (one endless header)."""
     from uvicorn.config import Config
     from uvicorn.server import ServerState
 
@@ -564,10 +565,16 @@ def test_the_header_size_count_starts_where_a_request_begins():
         protocol.data_received(b"X: y\r\n\r\n")
         assert not transport.closed and transport.written == b""
 
+        for size, refused in ((limit - 100, False), (limit + 1, True)):     # one read, one request
+            protocol, transport = connection()
+            protocol.data_received(b"GET /health HTTP/1.1\r\nX: " + b"a" * size + b"\r\n\r\n")
+            assert transport.closed == refused
+            assert transport.written.startswith(b"HTTP/1.1 431 ") == refused
+
         protocol, transport = connection()
-        protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Endless: ")
         for _ in range(limit // 100 + 1):
-            protocol.data_received(b"X-Pad: " + b"a" * 100 + b"\r\n")
+            protocol.data_received(b"a" * 100)                            # one header that never ends
         assert transport.closed and transport.written.startswith(b"HTTP/1.1 431 ")
     finally:
         tasks = asyncio.all_tasks(loop)                  # the requests' handlers, never run: end them
