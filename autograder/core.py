@@ -55,6 +55,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Test:
+    __test__ = False     # a graded test's definition, not a pytest test class to collect
     lab: str
     name: str            # equals the nbgrader grade_id of the test cell that runs it
     description: str
