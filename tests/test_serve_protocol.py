@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import httpx
 import pytest
 
-from course.serve import (INLINE_PARSE_BYTES, MAX_BODY_BYTES, MAX_JSON_DEPTH, APIErrorResponse, BackgroundServer, _Answer, build_app,
-                          parse_request)
+from course.serve import (INLINE_PARSE_BYTES, MAX_BODY_BYTES, MAX_JSON_DEPTH, APIErrorResponse, BackgroundServer,
+                          _Answer, build_app, parse_request)
 from course.serve_protocol import (ChatCompletionRequest, ChatCompletionStreamResponse, CompletionRequest,
                                    CompletionStreamResponse, ErrorResponse, json_depth_exceeds)
 
@@ -359,39 +360,17 @@ def test_outputs_waiting_together_go_out_as_one_chunk_in_one_write():
     assert json.loads(events[1])["choices"][0]["finish_reason"] == "stop"
 
 
-def test_a_connection_that_sends_its_headers_too_slowly_is_closed():
-    import socket
-    import time
-
-    with BackgroundServer(make_app(), header_timeout=0.5) as server:
-        slow = socket.create_connection((server.host, server.port), timeout=1.0)
-        slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
-        closed, deadline = False, time.monotonic() + 30     # generous: only "eventually" is asserted
-        try:
-            while not closed and time.monotonic() < deadline:
-                try:
-                    slow.sendall(b"X: y\r\n")             # a header line now and then, never the end
-                    closed = slow.recv(1) == b""
-                except socket.timeout:
-                    continue
-                except OSError:                            # reset: closed as well
-                    closed = True
-                assert httpx.get(f"{server.url}/health", timeout=30).status_code == 200
-        finally:
-            slow.close()
-        assert closed, "a connection sending header lines for 30 s was never closed"
-        with httpx.Client(base_url=server.url) as client:     # keep-alive requests are unaffected
-            assert [client.get("/health").status_code for _ in range(3)] == [200] * 3
-
-
-def _closed_by_server(sock, probe: bytes = b"X: y\r\n", within: float = 30) -> bool:
-    """Keep sending header lines (never the blank line that ends them) until the server
-    closes the connection; False if it is still open after `within` seconds."""
+def _closed_by_server(sock, probe: bytes = b"X: y\r\n", within: float = 30,
+                      between: Callable[[], None] = lambda: None) -> bool:
+    """Keep sending header lines (never the blank line that ends them), calling `between`
+    before each, until the server closes the connection; False if it is still open after
+    `within` seconds."""
     import socket
     import time
 
     deadline = time.monotonic() + within               # generous: only "eventually" is asserted
     while time.monotonic() < deadline:
+        between()
         try:
             sock.sendall(probe)
             if sock.recv(1) == b"":
@@ -401,6 +380,24 @@ def _closed_by_server(sock, probe: bytes = b"X: y\r\n", within: float = 30) -> b
         except OSError:                                # reset: closed as well
             return True
     return False
+
+
+def test_a_connection_that_sends_its_headers_too_slowly_is_closed():
+    import socket
+
+    def others_are_served():
+        assert httpx.get(f"{server.url}/health", timeout=30).status_code == 200
+
+    with BackgroundServer(make_app(), header_timeout=0.5) as server:
+        slow = socket.create_connection((server.host, server.port), timeout=1.0)
+        slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        try:
+            closed = _closed_by_server(slow, between=others_are_served)
+        finally:
+            slow.close()
+        assert closed, "a connection sending header lines for 30 s was never closed"
+        with httpx.Client(base_url=server.url) as client:     # keep-alive requests are unaffected
+            assert [client.get("/health").status_code for _ in range(3)] == [200] * 3
 
 
 def _read_answers(sock, n: int, marker: bytes) -> bytes:
