@@ -17,8 +17,9 @@ import httpx
 import openai
 import pytest
 
-from course.serve import (IDLE_WAIT_S, APIErrorResponse, BackgroundServer, EngineLoop, EngineProcess, ServerMetrics,
-                          Tracked, build_app, parse_metrics, parse_request, render_chat, start_background, tiny_engine,
+from course.engine import RequestParams
+from course.serve import (IDLE_WAIT_S, APIErrorResponse, BackgroundServer, EngineLoop, EngineProcess,
+                          ProcessEngineLoop, ServerMetrics, Tracked, build_app, parse_metrics, parse_request, render_chat, start_background, tiny_engine,
                           tiny_tokenizer)
 from course.tiny_model import LAB_PROMPTS
 
@@ -629,6 +630,26 @@ def test_python_m_course_serve_prints_its_url_and_serves(one_thread):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+def test_the_engine_process_ends_quietly_when_the_server_is_gone(one_thread, capfd):
+    """A server killed in the middle of a generation leaves the engine process sending its
+    next step to a pipe nobody reads: it ends as if told to stop (exit code 0), with no
+    traceback on the terminal."""
+    loop = ProcessEngineLoop(EngineProcess(dict(num_blocks=64, block_size=16, max_batch=2), threads=1))
+    loop.launch()                                  # the engine process only: nothing reads its steps
+    try:
+        loop._conn.send(("add", "r1", [1, 2, 3], RequestParams(temperature=0, max_tokens=900, ignore_eos=True)))
+        assert loop._conn.poll(60)                 # it has answered, and is stepping
+        time.sleep(0.2)                            # a few steps sent and never read
+        loop._conn.close()                         # what the end of the server's process does
+        loop._process.join(30)
+        assert loop._process.exitcode == 0
+        assert "Traceback" not in capfd.readouterr().err
+    finally:
+        if loop._process.is_alive():
+            loop._process.kill()
 
 
 @pytest.mark.slow
