@@ -280,6 +280,7 @@ def plot(direct: dict, paths: dict, ratios: dict, path: Path, title: str) -> Non
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     labels = ["TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"]
@@ -292,6 +293,9 @@ def plot(direct: dict, paths: dict, ratios: dict, path: Path, title: str) -> Non
     a.set_xticks(list(range(len(labels))), labels)
     a.set_ylabel("ms")
     a.set_yscale("log")
+    a.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))    # 2, 5, 10, not 2 x 10^0
+    a.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2.0, 5.0)))
+    a.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     a.legend(fontsize=7)
     a.set_title("latency per request (pooled)")
     names = list(paths)
@@ -300,7 +304,7 @@ def plot(direct: dict, paths: dict, ratios: dict, path: Path, title: str) -> Non
     hi = [ratios[n]["tokens_per_s"]["max"] - m for m, n in zip(med, names)]
     b.bar(range(len(names)), med, yerr=[lo, hi], capsize=4, color=[f"C{j + 1}" for j in range(len(names))])
     b.axhline(0.85, color="k", linestyle="--", linewidth=1)
-    b.text(len(names) - 0.5, 0.86, "target 0.85", ha="right", va="bottom", fontsize=7)
+    b.text(1.01, 0.85, "target\n0.85", transform=b.get_yaxis_transform(), ha="left", va="center", fontsize=7)
     b.axhline(1.0, color="0.6", linewidth=0.8)
     b.set_xticks(list(range(len(names))), [n.replace(", stream-interval ", "\ninterval ").replace(", engine ", "\n")
                                            for n in names], fontsize=7)
