@@ -125,12 +125,13 @@ import argparse
 import asyncio
 import collections
 import json
+import operator
 import secrets
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
@@ -749,7 +750,7 @@ class ProcessEngineLoop(EngineLoop):
             self._stats = msg[-1]            # before routing: an answer never outruns the stats it left
             if kind == "step":
                 self.steps += 1
-                self._deliver_step([RequestOutputLite(*fields) for fields in msg[1]])
+                self._deliver_step([RequestOutputLite(*sent) for sent in msg[1]])
             elif kind == "added":
                 rid, exc = msg[1], msg[2]
                 tracked, done = self._pending[rid]
@@ -848,15 +849,14 @@ def _serve_engine(conn, engine, commands) -> None:
             failed = True
             conn.send(("failed", f"engine step failed: {type(exc).__name__}: {exc}", dict(engine.stats())))
             continue
-        # Each output as a plain tuple in RequestOutputLite's field order, pickled with
-        # pickle itself: this runs between two steps of the engine, and a list of
-        # dataclasses through Connection.send (ForkingPickler) took several times longer.
+        # Each output as a plain tuple of RequestOutputLite's fields, pickled with pickle
+        # itself: this runs between two steps of the engine, and a list of dataclasses
+        # through Connection.send (ForkingPickler) took several times longer.
         # raw_token_ids (every token so far) is not used by the server: not sent.
-        conn.send_bytes(pickle.dumps(("step", [(o.request_id, o.new_token_ids, o.text_delta, o.finish_reason,
-                                                o.stop_reason, o.usage, o.error) for o in outputs],
-                                      dict(engine.stats())), pickle.HIGHEST_PROTOCOL))
+        conn.send_bytes(pickle.dumps(("step", [_lite_fields(o) for o in outputs], dict(engine.stats())),
+                                     pickle.HIGHEST_PROTOCOL))
         if not outputs:                    # nothing could run: wait for a command, as EngineLoop does
-            conn.poll(IDLE_WAIT_S)
+            commands.poll(IDLE_WAIT_S * 1000)
 
 
 @dataclass
@@ -870,6 +870,11 @@ class RequestOutputLite:
     stop_reason: Any = None
     usage: dict | None = None
     error: str | None = None
+
+
+# What the engine process sends of a RequestOutput (or any object with these attributes):
+# the tuple of RequestOutputLite's fields, in their order.
+_lite_fields = operator.attrgetter(*(f.name for f in fields(RequestOutputLite)))
 
 
 # ---------------------------------------------------------------- metrics
