@@ -30,7 +30,8 @@ from course.tiny_model import LAB_PROMPTS, load_tiny_model  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 CONTEXTS = (32, 128, 512, 1024)
-STEPS_PER_RUN = 8     # decode steps timed per cached run, ending at the context length
+STEPS_PER_RUN = 24    # decode steps timed per cached run, ending at the context length
+# (at context 32 the run prefills 8 tokens, then times the steps that take the cache to 32)
 
 
 def median_ms(times: list[float]) -> float:
@@ -64,13 +65,17 @@ def spread(xs) -> dict:
 
 
 def decode_table(dynamic: CourseDecoder, static: CourseDecoder, ids: torch.Tensor, repeats: int):
-    """Median per-token ms at each context, and for each cache the ratio (time at the
-    longest context / time at the shortest) measured WITHIN each repeat. Repeats are the
-    outer loop and the order of the contexts and caches alternates between repeats, so a
-    burst of load from another process lands on every context alike, not on one."""
+    """Per-token ms at each context (the median step, and the fastest step of each run),
+    and for each cache the ratio (time at the longest context / time at the shortest)
+    measured WITHIN each repeat from the fastest step of each run: another process can
+    only add time to a step, so the fastest of 24 steps is the one it disturbed least,
+    and a ratio of medians moves with the load (1.1x to 3x for the same code). Repeats
+    are the outer loop and the order of the contexts and caches alternates between
+    repeats, so a burst of load lands on every context alike, not on one."""
     kinds = ("cached", "cached_static", "uncached")
     samples = {(c, kind): [] for c in CONTEXTS for kind in kinds}
-    per_repeat = {kind: [] for kind in kinds}                  # {kind: [{context: median s}, ...]}
+    per_repeat = {kind: [] for kind in kinds}                  # {kind: [{context: fastest s}, ...]}
+    per_repeat_median = {kind: [] for kind in kinds}           # {kind: [{context: median s}, ...]}
     for run in range(repeats + 1):                              # run 0 is warmup
         got = {}
         contexts = CONTEXTS if run % 2 else CONTEXTS[::-1]
@@ -83,7 +88,8 @@ def decode_table(dynamic: CourseDecoder, static: CourseDecoder, ids: torch.Tenso
             for (c, kind), times in got.items():
                 samples[(c, kind)] += times
             for kind in kinds:
-                per_repeat[kind].append({c: statistics.median(got[(c, kind)]) for c in CONTEXTS})
+                per_repeat[kind].append({c: min(got[(c, kind)]) for c in CONTEXTS})
+                per_repeat_median[kind].append({c: statistics.median(got[(c, kind)]) for c in CONTEXTS})
     rows = []
     for c in CONTEXTS:
         row = {"context": c}
@@ -92,10 +98,13 @@ def decode_table(dynamic: CourseDecoder, static: CourseDecoder, ids: torch.Tenso
             # The 10th percentile is far less sensitive to other processes than the median.
             row[f"{kind}_p10_ms"] = 1000 * statistics.quantiles(samples[(c, kind)], n=10)[0]
             row[f"{kind}_samples"] = len(samples[(c, kind)])
+            # the fastest step of each run, median over repeats (uncached: one call per run)
+            row[f"{kind}_fastest_ms"] = 1000 * statistics.median(r[c] for r in per_repeat[kind])
         rows.append(row)
     longest, shortest = CONTEXTS[-1], CONTEXTS[0]
     paired = {kind: spread(r[longest] / r[shortest] for r in per_repeat[kind]) for kind in kinds}
-    return rows, paired
+    paired_medians = {kind: spread(r[longest] / r[shortest] for r in per_repeat_median[kind]) for kind in kinds}
+    return rows, paired, paired_medians
 
 
 def time_interleaved(fns: dict, repeats: int) -> tuple[dict, dict]:
@@ -146,7 +155,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--replot", action="store_true", help="only redraw results/decode.png from results/decode.json")
     args = parser.parse_args()
+    if args.replot:
+        saved = json.loads((RESULTS / "decode.json").read_text())
+        plot(saved["decode"], saved["generate"], RESULTS / "decode.png", saved["threads"])
+        print(f"wrote {RESULTS / 'decode.png'}")
+        return
     for name in ("threads", "repeats", "new_tokens"):
         if getattr(args, name) < 1:
             parser.error(f"`--{name.replace('_', '-')}` must be an integer >= 1, got {getattr(args, name)}.")
@@ -164,14 +179,16 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, transformers {transformers_version}, "
           f"torch.set_num_threads({args.threads}), {platform.processor() or platform.machine()}, batch 1")
-    print("\nPer-token decode time (ms, median)")
-    print(f"{'context':>8} {'KVCache':>9} {'Static':>9} {'uncached':>9} {'uncached/cached':>16}")
-    rows, paired = decode_table(dynamic, static, ids, args.repeats)
+    print(f"\nPer-token decode time, ms: the median step, and the fastest of each run's {STEPS_PER_RUN} steps "
+          f"(median over {args.repeats} repeats)")
+    print(f"{'context':>8} {'KVCache':>9} {'fastest':>8} {'Static':>9} {'fastest':>8} {'uncached':>9} "
+          f"{'uncached/cached':>16}")
+    rows, paired, paired_medians = decode_table(dynamic, static, ids, args.repeats)
     for row in rows:
         c = row["context"]
         best = min(row["cached_ms"], row["cached_static_ms"])
-        print(f"{c:>8} {row['cached_ms']:>9.3f} {row['cached_static_ms']:>9.3f} {row['uncached_ms']:>9.3f} "
-              f"{row['uncached_ms'] / best:>15.1f}x")
+        print(f"{c:>8} {row['cached_ms']:>9.3f} {row['cached_fastest_ms']:>8.3f} {row['cached_static_ms']:>9.3f} "
+              f"{row['cached_static_fastest_ms']:>8.3f} {row['uncached_ms']:>9.3f} {row['uncached_ms'] / best:>15.1f}x")
 
     # Greedy generation: the course decoder against transformers, same model, same prompt.
     prompt = LAB_PROMPTS[0]
@@ -195,12 +212,15 @@ def main() -> None:
     st, dy = paired["cached_static"], paired["cached"]
     ratio = gen["fixed"]["course_static_over_transformers"]
     targets = {
-        # paired: the ratio of the two contexts' median step times within each repeat, then its median
+        # paired: the ratio of the two contexts' fastest steps within each repeat, then its median
         "static_cached_1024_over_32": st, "dynamic_cached_1024_over_32": dy,
+        # the same from the median steps: shown, not judged (it moves with the load)
+        "static_cached_1024_over_32_from_median_steps": paired_medians["cached_static"],
+        "dynamic_cached_1024_over_32_from_median_steps": paired_medians["cached"],
         "course_over_transformers": ratio,
         "cached_flat_met": st["median"] <= 1.5, "course_faster_met": ratio["median"] >= 1.5,
     }
-    print(f"\nTargets (median over repeats of the ratio within a repeat, [min-max]): cached step at "
+    print(f"\nTargets (median over repeats of the ratio within a repeat, [min-max]): fastest cached step at "
           f"{CONTEXTS[-1]} / at {CONTEXTS[0]} = {st['median']:.2f}x [{st['min']:.2f}-{st['max']:.2f}] with "
           f"StaticKVCache, {dy['median']:.2f}x [{dy['min']:.2f}-{dy['max']:.2f}] with KVCache (target <= 1.5x: "
           f"{'met' if targets['cached_flat_met'] else 'NOT met'}); course / transformers tokens/s = "
@@ -224,17 +244,21 @@ def plot(rows: list[dict], gen: dict, path: Path, threads: int) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     ctx = [r["context"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     a.plot(ctx, [r["uncached_ms"] for r in rows], "o-", label="uncached (full forward)")
-    a.plot(ctx, [r["cached_ms"] for r in rows], "s-", label="KVCache (grows by concat)")
-    a.plot(ctx, [r["cached_static_ms"] for r in rows], "^-", label="StaticKVCache (preallocated)")
+    a.plot(ctx, [r["cached_fastest_ms"] for r in rows], "s-", label="KVCache (grows by concat)")
+    a.plot(ctx, [r["cached_static_fastest_ms"] for r in rows], "^-", label="StaticKVCache (preallocated)")
     a.set_xscale("log", base=2)
     a.set_yscale("log")
+    a.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
+    a.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))   # 1, 2, 5, 10 (not 10^0)
+    a.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     a.set_xticks(ctx, [str(c) for c in ctx])
     a.set_xlabel("context length (tokens)")
-    a.set_ylabel("ms per generated token (median)")
+    a.set_ylabel("ms per generated token\n(cached: fastest step of a run; median over repeats)")
     a.set_title("Per-token decode time, batch 1")
     a.legend()
     names = ["transformers\ngenerate", "course\nStatic", "course\nKVCache"]
