@@ -180,6 +180,7 @@ def plot(rows, util, timeline, path):
     left.plot(ctx, [r["static_ms"] for r in rows], "s-", label="StaticKVCache")
     left.plot(ctx, [r["paged_ms"] for r in rows], "o-", label=f"PagedKVCache (blocks of {BLOCK})")
     left.set_xscale("log", base=2); left.set_xlabel("context (tokens)"); left.set_ylabel("ms per decode step")
+    left.set_xticks(ctx, [str(c) for c in ctx]); left.minorticks_off()                  # 32 ... 1024, not 2^5
     left.set_title("decode step, tiny model, 1 thread"); left.legend(fontsize=8)
     names = list(util["arithmetic"])
     x = range(len(names))
@@ -208,7 +209,13 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--allocator-ops", type=int, default=100_000)
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--replot", action="store_true", help="only redraw OUT/kv.png from OUT/kv.json")
     args = ap.parse_args(argv)
+    if args.replot:
+        saved = json.loads((Path(args.out) / "kv.json").read_text(encoding="utf-8"))
+        plot(saved["decode"], saved["utilisation"], saved["timeline_measured"], Path(args.out) / "kv.png")
+        print(f"wrote {Path(args.out) / 'kv.png'}")
+        return
     torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
 
