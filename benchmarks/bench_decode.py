@@ -69,7 +69,7 @@ def decode_table(dynamic: CourseDecoder, static: CourseDecoder, ids: torch.Tenso
     and for each cache the ratio (time at the longest context / time at the shortest)
     measured WITHIN each repeat from the fastest step of each run: another process can
     only add time to a step, so the fastest of 24 steps is the one it disturbed least,
-    and a ratio of medians moves with the load (1.1x to 3x for the same code). Repeats
+    and a ratio of medians moves with the load (1.1x to 3.7x for the same code). Repeats
     are the outer loop and the order of the contexts and caches alternates between
     repeats, so a burst of load lands on every context alike, not on one."""
     kinds = ("cached", "cached_static", "uncached")
