@@ -38,25 +38,27 @@ def median_ms(times: list[float]) -> float:
     return 1000 * statistics.median(times)
 
 
-def cached_window(decoder: CourseDecoder, ids: torch.Tensor, context: int) -> list[float]:
+def cached_window(decoder: CourseDecoder, ids: torch.Tensor, context: int) -> tuple[list[float], list[int]]:
     """Times (s) of the decode steps (batch 1) that take the cache from
-    context - STEPS_PER_RUN to `context` tokens, after a prefill of the rest."""
-    times = []
+    context - STEPS_PER_RUN to `context` tokens, after a prefill of the rest, and the
+    token each step chose (compared between the caches in every repeat)."""
+    times, tokens = [], []
     _, kv = decoder.prefill(ids[:, : context - STEPS_PER_RUN])
     for i in range(context - STEPS_PER_RUN, context):
         t0 = time.perf_counter()
         logits, kv = decoder.decode(ids[:, i:i + 1], kv)       # (1, 1, V)
-        logits[0, -1].argmax().item()                          # the token is chosen: wait for it
+        tokens.append(logits[0, -1].argmax().item())           # the token is chosen: wait for it
         times.append(time.perf_counter() - t0)
     kv.release()
-    return times
+    return times, tokens
 
 
-def uncached_step(decoder: CourseDecoder, ids: torch.Tensor, context: int) -> float:
-    """Time (s) to produce one token without a cache: the full forward of `context` tokens."""
+def uncached_step(decoder: CourseDecoder, ids: torch.Tensor, context: int) -> tuple[float, int]:
+    """Time (s) to produce one token without a cache: the full forward of `context`
+    tokens; and the token."""
     t0 = time.perf_counter()
-    decoder(ids[:, :context])[0, -1].argmax().item()
-    return time.perf_counter() - t0
+    token = decoder(ids[:, :context])[0, -1].argmax().item()
+    return time.perf_counter() - t0, token
 
 
 def spread(xs) -> dict:
@@ -81,9 +83,14 @@ def decode_table(dynamic: CourseDecoder, static: CourseDecoder, ids: torch.Tenso
         contexts = CONTEXTS if run % 2 else CONTEXTS[::-1]
         for c in contexts:
             pair = [("cached", dynamic), ("cached_static", static)]
+            tokens = {}
             for kind, decoder in (pair if run % 2 else pair[::-1]):
-                got[(c, kind)] = cached_window(decoder, ids, c)
-            got[(c, "uncached")] = [uncached_step(dynamic, ids, c)]
+                got[(c, kind)], tokens[kind] = cached_window(decoder, ids, c)
+            seconds, token = uncached_step(dynamic, ids, c)
+            got[(c, "uncached")] = [seconds]
+            # The same tokens every repeat: both caches at every step, and the last one uncached.
+            assert tokens["cached"] == tokens["cached_static"] and tokens["cached"][-1] == token, \
+                f"the caches chose different tokens at context {c} (repeat {run}): {tokens} / uncached {token}"
         if run:
             for (c, kind), times in got.items():
                 samples[(c, kind)] += times

@@ -59,14 +59,14 @@ def decode_window(decoder, ids, kv, context):
     tokens: another process can only add time to a step, so the fastest is the one it
     disturbed least (a mean over the steps let the load squeeze paged/static toward 1)."""
     decoder.prefill(ids[:, : context - STEPS], kv=kv)
-    fastest = float("inf")
+    fastest, tokens = float("inf"), []
     for i in range(context - STEPS, context):
         t0 = time.perf_counter()
         logits, kv = decoder.decode(ids[:, i:i + 1], kv)
-        logits[0, -1].argmax().item()
+        tokens.append(logits[0, -1].argmax().item())
         fastest = min(fastest, time.perf_counter() - t0)
     kv.release()
-    return fastest
+    return fastest, tokens
 
 
 def bench_decode(repeats):
@@ -81,7 +81,7 @@ def bench_decode(repeats):
     def paged(ctx):
         return PagedKVCache(pool)
 
-    # Same tokens from both caches (the one hard check of this benchmark).
+    # Same tokens from both caches (checked again at every step of every timed run).
     a = decoder.prefill(ids[:, :200], kv=static(200))[0]
     b = decoder.prefill(ids[:, :200], kv=paged(200))
     b[1].release()
@@ -94,9 +94,13 @@ def bench_decode(repeats):
     for r in range(repeats):
         for ctx in CONTEXTS:
             order = ("static", "paged") if r % 2 == 0 else ("paged", "static")
+            tokens = {}
             for name in order:
                 kv = static(ctx) if name == "static" else paged(ctx)
-                times[ctx][name].append(decode_window(decoder, ids, kv, ctx))
+                seconds, tokens[name] = decode_window(decoder, ids, kv, ctx)
+                times[ctx][name].append(seconds)
+            assert tokens["static"] == tokens["paged"], \
+                f"paged and static chose different tokens at context {ctx} (repeat {r}): {tokens}"
     rows = []
     for ctx in CONTEXTS:
         s, p = times[ctx]["static"], times[ctx]["paged"]
