@@ -239,7 +239,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out-stem", default=None, help="results file stem (default grading_LAB)")
     ap.add_argument("--phases", type=int, default=0,
                     help="instead: time each step of the standalone harness over this many submissions")
+    ap.add_argument("--replot", action="store_true", help="only redraw results/STEM.png from results/STEM.json")
     args = ap.parse_args(argv)
+    if args.replot:
+        saved = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_' + args.lab}.json"
+        _plot(json.loads(saved.read_text(encoding="utf-8")), saved.with_suffix(".png"))
+        print(f"wrote {saved.with_suffix('.png')}")
+        return 0
     if args.phases:
         with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
             got = phases(args.lab, build(args.lab, args.phases, Path(tmp)), Path(tmp) / "out")
@@ -347,12 +353,17 @@ def _plot(result: dict, path: Path) -> None:
         b.bar([i + 0.2 for i in x], [r["nbgrader"]["steady_s_per_submission"] for r in rounds], 0.4,
               label="nbgrader autograde", color="#dd8452")
         b.set_yscale("log")
+        b.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
+        b.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))   # 0.2, 0.5, 1, 2 (not 2x10^-1)
+        b.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        lowest = min(r[side]["steady_s_per_submission"] for r in rounds for side in ("standalone", "nbgrader"))
+        b.set_ylim(bottom=0.75 * lowest)                     # room for a labelled tick under the lowest bar
         b.set_xticks(list(x), [f"round {i + 1}" for i in x])
         b.set_ylabel("s per submission, steady state")
         rr = result["ratio_nbgrader_over_standalone_per_submission"]
         b.set_title(f"the same {result['per_round']} submissions per round\nnbgrader / standalone "
-                    f"{rr['median']}x [{rr['min']}-{rr['max']}]", fontsize=9)
-        b.legend(fontsize=8)
+                    f"{rr['median']:.1f}x [{rr['min']:.1f}-{rr['max']:.1f}]", fontsize=9)
+        b.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the bars, not on them
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
