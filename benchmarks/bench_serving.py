@@ -195,9 +195,10 @@ def plot(record, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     rows = record["systems"]
     names = [LABELS[s] for s in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     x = range(len(rows))
     for k, (key, label) in enumerate((("tokens_per_s_call", "whole call"),
                                       ("tokens_per_s_token_phase", "first to last token"))):
@@ -216,9 +217,11 @@ def plot(record, path):
                   label=label)
     right.set_xticks(list(x), names)
     right.set_yscale("log")
+    right.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))   # 0.01 ... 1000, not 10^-2
     right.set_ylabel("ms (median, log scale)")
     right.set_title("where a call's time goes")
-    right.legend(fontsize=8)
+    # under the plot: inside it, the legend covered the engine's bars
+    right.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
     for ax in (left, right):
         ax.tick_params(axis="x", labelsize=8)
     fig.suptitle(f"tiny model, {record['device']}, {record['threads']} thread(s), {record['rounds']} paired rounds; "
@@ -239,7 +242,13 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--out-stem", default="serving")
+    ap.add_argument("--replot", action="store_true", help="only redraw OUT/STEM.png from OUT/STEM.json")
     args = ap.parse_args(argv)
+    if args.replot:
+        saved = Path(args.out) / f"{args.out_stem}.json"
+        plot(json.loads(saved.read_text(encoding="utf-8")), saved.with_suffix(".png"))
+        print(f"wrote {saved.with_suffix('.png')}")
+        return 0
     systems = [s for s in args.systems.split(",") if s]
     if not systems or any(s not in SYSTEMS for s in systems):
         ap.error(f"`--systems` must name some of {','.join(SYSTEMS)}, got {args.systems!r}.")
