@@ -251,7 +251,7 @@ def plot(rows: list[dict], gen: dict, path: Path, threads: int) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
+    from _plots import plain_log_axis
 
     ctx = [r["context"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
@@ -260,9 +260,7 @@ def plot(rows: list[dict], gen: dict, path: Path, threads: int) -> None:
     a.plot(ctx, [r["cached_static_fastest_ms"] for r in rows], "^-", label="StaticKVCache (preallocated)")
     a.set_xscale("log", base=2)
     a.set_yscale("log")
-    a.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
-    a.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))   # 1, 2, 5, 10 (not 10^0)
-    a.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    plain_log_axis(a.yaxis)                                     # 1, 2, 5, 10 (not 10^0)
     a.set_xticks(ctx, [str(c) for c in ctx])
     a.set_xlabel("context length (tokens)")
     a.set_ylabel("ms per generated token\n(cached: fastest step of a run; median over repeats)")

@@ -241,21 +241,21 @@ def main(argv=None) -> int:
                     help="instead: time each step of the standalone harness over this many submissions")
     ap.add_argument("--replot", action="store_true", help="only redraw results/STEM.png from results/STEM.json")
     args = ap.parse_args(argv)
+    out = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_' + args.lab}.json"   # the scale run's
     if args.replot:
-        saved = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_' + args.lab}.json"
-        _plot(json.loads(saved.read_text(encoding="utf-8")), saved.with_suffix(".png"))
-        print(f"wrote {saved.with_suffix('.png')}")
+        _plot(json.loads(out.read_text(encoding="utf-8")), out.with_suffix(".png"))
+        print(f"wrote {out.with_suffix('.png')}")
         return 0
     if args.phases:
         with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
             got = phases(args.lab, build(args.lab, args.phases, Path(tmp)), Path(tmp) / "out")
-        out = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_phases_' + args.lab}.json"
-        out.write_text(json.dumps({"lab": args.lab, "cpu_count": os.cpu_count(), **got}, indent=1) + "\n")
+        phases_out = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_phases_' + args.lab}.json"
+        phases_out.write_text(json.dumps({"lab": args.lab, "cpu_count": os.cpu_count(), **got}, indent=1) + "\n")
         print(f"{args.lab}, one worker, {got['submissions']} submissions: start-up (first) {got['startup_s']} s, "
               f"then {got['steady_s_per_submission']} s per submission; load {got['load_average_1min']}")
         for key, sec in got["phases_s_per_submission"].items():
             print(f"  {key:36} {sec:7.3f} s per submission ({got['calls_per_submission'][key]} calls)")
-        print(f"wrote {out}")
+        print(f"wrote {phases_out}")
         return 0
     for name, lo in (("n", 1), ("workers", 1), ("rounds", 0), ("per_round", 1)):
         if getattr(args, name) < lo:
@@ -310,7 +310,6 @@ def main(argv=None) -> int:
         "ratio_nbgrader_over_standalone_per_submission": spread(ratios) if ratios else None,
         "scores_equal_every_round": all(r["scores_equal"] for r in rounds),
     }
-    out = ROOT / "benchmarks" / "results" / f"{args.out_stem or 'grading_' + args.lab}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     _plot(result, out.with_suffix(".png"))
@@ -339,6 +338,7 @@ def _plot(result: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from _plots import plain_log_axis
     s = result["scale"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.2))
     a.barh(["start-up\n(per worker)", "steady state\n(per submission)"], [s["startup_s"], s["steady_s_per_submission"]],
@@ -353,9 +353,7 @@ def _plot(result: dict, path: Path) -> None:
         b.bar([i + 0.2 for i in x], [r["nbgrader"]["steady_s_per_submission"] for r in rounds], 0.4,
               label="nbgrader autograde", color="#dd8452")
         b.set_yscale("log")
-        b.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
-        b.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))   # 0.2, 0.5, 1, 2 (not 2x10^-1)
-        b.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        plain_log_axis(b.yaxis)                              # 0.2, 0.5, 1, 2 (not 2 x 10^-1)
         lowest = min(r[side]["steady_s_per_submission"] for r in rounds for side in ("standalone", "nbgrader"))
         b.set_ylim(bottom=0.75 * lowest)                     # room for a labelled tick under the lowest bar
         b.set_xticks(list(x), [f"round {i + 1}" for i in x])

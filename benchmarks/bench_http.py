@@ -280,7 +280,7 @@ def plot(direct: dict, paths: dict, ratios: dict, path: Path, title: str) -> Non
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
+    from _plots import plain_log_axis
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     labels = ["TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"]
@@ -293,9 +293,7 @@ def plot(direct: dict, paths: dict, ratios: dict, path: Path, title: str) -> Non
     a.set_xticks(list(range(len(labels))), labels)
     a.set_ylabel("ms")
     a.set_yscale("log")
-    a.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))    # 2, 5, 10, not 2 x 10^0
-    a.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2.0, 5.0)))
-    a.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    plain_log_axis(a.yaxis)                                                     # 2, 5, 10, not 2 x 10^0
     a.legend(fontsize=7)
     a.set_title("latency per request (pooled)")
     names = list(paths)

@@ -195,7 +195,7 @@ def plot(record, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
+    from _plots import plain_log_axis
     rows = record["systems"]
     names = [LABELS[s] for s in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -217,7 +217,7 @@ def plot(record, path):
                   label=label)
     right.set_xticks(list(x), names)
     right.set_yscale("log")
-    right.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))   # 0.01 ... 1000, not 10^-2
+    plain_log_axis(right.yaxis, subs=(1.0,))                    # 0.01 ... 1000, not 10^-2
     right.set_ylabel("ms (median, log scale)")
     right.set_title("where a call's time goes")
     # under the plot: inside it, the legend covered the engine's bars

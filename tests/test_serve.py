@@ -19,8 +19,8 @@ import pytest
 
 from course.engine import RequestParams
 from course.serve import (IDLE_WAIT_S, APIErrorResponse, BackgroundServer, EngineLoop, EngineProcess,
-                          ProcessEngineLoop, ServerMetrics, Tracked, build_app, parse_metrics, parse_request, render_chat, start_background, tiny_engine,
-                          tiny_tokenizer)
+                          ProcessEngineLoop, ServerMetrics, Tracked, build_app, parse_metrics, parse_request,
+                          render_chat, start_background, tiny_engine, tiny_tokenizer)
 from course.tiny_model import LAB_PROMPTS
 
 MODEL = "tiny-model"
