@@ -38,6 +38,9 @@ HIDDEN_UNDER_ROOT = ("autograder", "solutions", ".git", "course", "labs")
 HARNESS_MODULES = ("__init__", "__main__", "batch", "cli", "gradescope", "release", "reports", "notebook",
                    "new_lab", "mutation", "plugin", "memo")
 CHILD_SOURCE = Path(__file__).resolve().parent / "child.py"
+# Which CPU kernels torch and MKL use (autograder/rounding.py): when the grading process was told,
+# the child is told the same, so the student's code and the judge compute on one set of kernels.
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
 
 
 class _HarnessFailure(Exception):
@@ -221,7 +224,8 @@ class _Zygote:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                "MALLOC_ARENA_MAX": "2", "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "TOKENIZERS_PARALLELISM": "false"}
+               "TOKENIZERS_PARALLELISM": "false",
+               **{k: os.environ[k] for k in KERNEL_ENV if k in os.environ}}
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=env, cwd=str(runtime.base), pass_fds=(theirs.fileno(),),

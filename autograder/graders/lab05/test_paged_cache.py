@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from autograder import memo
+from autograder.rounding import LOGIT_ATOL
 from autograder.checks import one_thread
 from autograder.core import Fail, as_tensor, close, describe, to_plain
 from autograder.reference import lab05 as ref
@@ -55,7 +56,7 @@ def judge_parity(obs, block_size, prompt_index, steps):
                        expected=tokens, got=obs["tokens"],
                        hint="append must write the new keys/values at positions length .. length+t-1 and return "
                             "every token of that layer in order.")
-        close(as_tensor(obs["rows"]), rows, atol=1e-5, rtol=0, what="the logits",
+        close(as_tensor(obs["rows"]), rows, atol=LOGIT_ATOL, rtol=0, what="the logits",
               hint="The paged cache must give back exactly what was written.")
         n = want_run["prompt_length"] + steps
         need = ref.blocks_needed(n, block_size)

@@ -7,6 +7,7 @@ import torch
 
 from autograder.checks import one_thread
 from autograder.core import Fail, describe
+from autograder.rounding import LOGIT_ATOL
 from autograder.reference import lab07 as ref
 
 from .judging import data, per_request, same_requests
@@ -82,6 +83,6 @@ def test_tiny_model_tokens_and_logits_equal_solo(observation):
                     raise Fail(f"tiny model, request {name!r}: the logits of token {k} are not a row of "
                                f"{w.numel()} numbers", got=describe(rows[k]))
                 diff = (torch.tensor(rows[k]) - w).abs().max().item()
-                if diff > 1e-4:
+                if diff > LOGIT_ATOL:
                     raise Fail(f"tiny model, request {name!r}: logits of token {k} differ from its solo run by "
-                               f"{diff:.2e}", expected="within 1e-4", got=diff, hint=ALONE_HINT)
+                               f"{diff:.2e}", expected=f"within {LOGIT_ATOL}", got=diff, hint=ALONE_HINT)
