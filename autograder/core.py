@@ -81,6 +81,7 @@ class CaseResult:
     expected: Any = None
     got: Any = None
     hint: str | None = None
+    review: str | None = None        # for the instructor only (the record's "review"), never in feedback
 
 
 @dataclass

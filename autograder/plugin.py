@@ -234,11 +234,16 @@ class GraderSession:
         return report
 
     def _verdict(self, case: Case, exc, report) -> CaseResult:
-        if exc is None:   # a passing test may keep what it measured: user_properties ("got", plain data)
-            got = dict(getattr(report, "user_properties", None) or ()).get("got")
+        # a test may keep what it measured (user_properties "got", plain data, when it passes) and a
+        # reason for the instructor to look at the submission ("review", a str, either way)
+        props = dict(getattr(report, "user_properties", None) or ())
+        review = props.get("review") if isinstance(props.get("review"), str) else None
+        if exc is None:
+            got = props.get("got")
             return CaseResult(case.name, case.points, case.points, True, case.visible, case.fixture,
-                              got=None if got is None else _shown(got))
-        fail = CaseResult(case.name, 0.0, case.points, False, case.visible, case.fixture, hint=case.hint)
+                              got=None if got is None else _shown(got), review=review)
+        fail = CaseResult(case.name, 0.0, case.points, False, case.visible, case.fixture, hint=case.hint,
+                          review=review)
         if isinstance(exc, ProbeFailed):
             return exc.result
         if isinstance(exc, Fail) and _from_stub(exc.got):   # the function is not written yet: no wrong answer

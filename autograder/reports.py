@@ -180,13 +180,16 @@ def record(student: str, sub, graded, *, version: str, limits=None) -> dict:
         "language": messages.notebook_language(sub.path) if getattr(sub, "path", None) else None,
         # for the instructor, never in the student's feedback: cells that walk frames or reach
         # into other objects' state (preflight.review_of); the score does not depend on it
-        "review": _review(sub),
+        "review": _review(sub, graded.tests),
     }
 
 
-def _review(sub) -> list[str]:
+def _review(sub, tests=()) -> list[str]:
+    """Reasons to look at the submission by hand: its cells' introspection (preflight.review_of),
+    then each case whose judge flagged it (CaseResult.review, e.g. lab07's impossible workload log)."""
     from .preflight import review_of
-    return _bounded_problems(review_of(sub))
+    flagged = [f"case `{t.name}/{c.name}`: {c.review}" for t in tests for c in t.cases if getattr(c, "review", None)]
+    return _bounded_problems(review_of(sub) + flagged)
 
 
 def tests_of(rec: dict) -> list[TestResult]:

@@ -179,7 +179,121 @@ def test_the_judge_times_only_what_the_log_and_the_workload_allow():
     assert "clock does not match" in forged(lambda o: o["times"].__setitem__(-1, o["times"][-1] - 0.1), False)
     assert "no arrival" in forged(lambda o: o["events"].insert(0, ["idle", 3, -0.05]), False)
     assert "abort the workload does not make" in forged(lambda o: o["events"].insert(0, ["abort", 0, "w01"]), False)
-    assert "more than max_batch" in forged(lambda o: o["log"][0].extend([["w31", 0, 5]] * 8))
+    assert "more than max_batch" in forged(lambda o: o["log"][0].extend([[f"w{n}", 0, 5] for n in range(24, 32)]))
     assert "disagree on whether it was aborted" in forged(lambda o: o["requests"]["w00"].__setitem__("aborted", True))
     last = good["log"][-1][0][0]                  # a request in the last forward: its last token loses its row
     assert f"request {last!r}: token" in forged(lambda o: o["log"][-1].pop(0))
+
+
+def _forged_run():
+    """What a fake engine reports: the reference's run with two tokens of a request in one forward
+    (each request's decode forwards 2, 4, ... moved into the forward before, as a second row, where
+    max_batch and the pool leave room), the empty forwards removed and the clock recomputed from
+    the log, as a careful forger would."""
+    import copy
+
+    from autograder.graders.lab07 import performance as perf
+    obs = copy.deepcopy(perf.reference_run())
+    cfg = perf.WORKLOAD["config"]
+
+    def blocks(call):
+        return sum(-(-(c + n) // cfg["block_size"]) for _, c, n in call)
+    seen, log, where, count = {}, [], {}, [0]        # count[n]: forwards left of the first n logged
+    for call in obs["log"]:
+        kept = []
+        for name, cached, new in call:
+            k = seen[name] = seen.get(name, -1) + 1
+            host = where.pop(name, None)
+            row = [name, cached, new]
+            if k >= 2 and k % 2 == 0 and host is not None and len(host) < cfg["max_batch"] \
+                    and blocks(host + [row]) <= cfg["num_blocks"]:
+                host.append(row)                 # token k made in the forward that made token k - 1
+                continue
+            kept.append(row)
+            if k % 2 == 1:
+                where[name] = kept
+        if kept:
+            log.append(kept)
+        count.append(len(log))
+    obs["log"], obs["events"] = log, [[kind, count[n], what] for kind, n, what in obs["events"]]
+    obs["times"] = perf._clock(obs)[0]
+    return obs
+
+
+def test_the_judge_refuses_forward_passes_no_engine_could_run():
+    import copy
+
+    from autograder.graders.lab07 import performance as perf
+    good = perf.reference_run()
+
+    def forged(change):
+        obs = copy.deepcopy(good)
+        change(obs)
+        obs["times"] = perf._clock(obs)[0]
+        with pytest.raises(perf.ImpossibleLog) as e:
+            perf.figures(obs)
+        return e.value.message
+
+    def rows(obs, name):
+        return [(i, r) for i, call in enumerate(obs["log"]) for r in call if r[0] == name]
+
+    def two_tokens_at_once(obs):           # w00's second forward feeds one token more than it has
+        rows(obs, "w00")[1][1][2] += 1
+
+    def forgets_its_cache(obs):            # w00's second forward finds one token fewer and feeds one more
+        _, row = rows(obs, "w00")[1]
+        row[1] -= 1
+        row[2] += 1
+
+    def before_arrival(obs):               # w13 (arrives at 0.15 s) moved into a forward that starts before then
+        i, row = rows(obs, "w13")[0]
+        early = max(j for j in range(1, i) if good["times"][j - 1] < 0.15 and len(obs["log"][j]) < 8)
+        obs["log"][i].remove(row)
+        obs["log"][early].append(row)
+
+    def twice(obs):                        # the smallest row of a forward of 7 requests, listed twice
+        call = next(c for c in obs["log"] if len(c) == 7)
+        call.append(list(min(call, key=lambda r: r[1] + r[2])))
+
+    def cache_kept_past_the_pool(obs):     # w00 fed once more after its end, finding its cache kept all along
+        _, (name, cached, new) = rows(obs, "w00")[-1]
+        obs["log"][-1].append([name, cached + new, 1])
+
+    assert "one new token a forward" in forged(two_tokens_at_once)
+    assert "in its cache, which held" in forged(forgets_its_cache)
+    assert "which arrives at 0.15 s" in forged(before_arrival)
+    assert "holds request" in forged(twice) and "twice" in forged(twice)
+    assert "the requests held" in forged(cache_kept_past_the_pool) and "more than the pool's 32" in \
+        forged(cache_kept_past_the_pool)
+    assert "'w99', a request the workload never sent" in forged(lambda o: o["log"][-1].append(["w99", 0, 3]))
+    with pytest.raises(perf.ImpossibleLog, match="twice"):
+        perf.figures(_forged_run())
+
+
+def test_a_fake_engine_earns_no_performance_points_no_rank_and_a_review_flag(monkeypatch, tmp_path):
+    """The whole pipeline on a fake: the workload probe (in the student's process, so a submission
+    can replace it) reports _forged_run(); both performance cases fail, the record flags it for
+    review, and the leaderboard lists it without a rank."""
+    from types import SimpleNamespace
+
+    from autograder.graders.lab07 import probes
+    forged = _forged_run()
+    monkeypatch.setattr(probes, "run_workload", lambda *a, **k: copy_of(forged))
+    result = run_test(get_tests("lab07")["engine_runs_each_request_as_if_alone"], _namespace())
+    cases = {c.name: c for c in result.cases}
+    for name in ("makespan_within_margin_of_the_reference", "p95_ttft_within_margin_of_the_reference"):
+        assert not cases[name].passed and cases[name].points == 0 and "impossible" in cases[name].message
+        assert "twice" in cases[name].review
+        assert "review" not in reports.case_line(cases[name])
+    review = reports._review(SimpleNamespace(cells=[]), [result])
+    assert any("makespan_within_margin_of_the_reference" in line and "impossible" in line for line in review)
+    folder = _graded_folder(tmp_path, [
+        _record("fake", [vars(c) for c in result.cases]),
+        _record("honest", [_case("makespan_within_margin_of_the_reference", True, _figures(0.9, 0.27))])])
+    ranked = {r["student"]: r["rank"] for r in leaderboard.rows(folder, "lab07")[0]}
+    assert ranked == {"honest": 1, "fake": None}
+
+
+def copy_of(obs):
+    import copy
+    return copy.deepcopy(obs)

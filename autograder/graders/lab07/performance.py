@@ -96,13 +96,66 @@ def _event(event, t: float, aborts: dict) -> float:
     if kind == "idle":
         arrivals = {at for at, _, _, _ in WORKLOAD["requests"]}
         if what < 0 or not any(abs(t + what - at) <= 1e-9 for at in arrivals):
-            raise Fail("the workload's log skips time to a moment that is no arrival", got=describe(event))
+            raise ImpossibleLog(f"it skips time to a moment that is no arrival ({describe(event)})")
         return t + float(what)
     when = WORKLOAD["aborts"].get(what)
     if when is None or t < when - 1e-9 or what in aborts:
-        raise Fail("the workload's log holds an abort the workload does not make", got=describe(event))
+        raise ImpossibleLog(f"it holds an abort the workload does not make ({describe(event)})")
     aborts[what] = t
     return t
+
+
+class ImpossibleLog(Fail):
+    """The workload's log describes forward passes that no engine could have run on the model and
+    pool it was given: the log was not the model's. The performance cases fail, the submission is
+    flagged for review, and it gets no figures (so no leaderboard rank)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"the performance workload's log is impossible: {what}",
+                         hint="Run the workload with the model, clock and pool you are given: the grader times "
+                              "the forward passes they saw, and a log they could not have produced scores nothing.")
+
+
+def passes_are_possible(obs, rows: dict, times: list[float]) -> None:
+    """Raise ImpossibleLog unless every request's rows ([(forward index, cached, new)], in order)
+    are what the batched model can do: the k-th forward a request is in feeds its prompt and the
+    k tokens before (cached + new == prompt length + k, new >= 1) and gives it token k; the cache
+    it finds holds what it was fed before, or nothing after a preemption (cached == 0); its first
+    forward starts no earlier than its arrival; and the blocks the requests hold between their
+    forwards (a request keeps its cache until its next forward finds it, lost or kept) never
+    exceed the pool."""
+    a, b, c = WORKLOAD["cost"]
+    prompts, cfg = workload_prompts(), WORKLOAD["config"]
+    arrival = {name: at for at, name, _, _ in WORKLOAD["requests"]}
+    unknown = sorted(set(rows) - set(arrival))
+    if unknown:
+        raise ImpossibleLog(f"forward pass {rows[unknown[0]][0][0]} holds {unknown[0]!r}, a request the workload "
+                            f"never sent")
+    held = [0] * len(obs["log"])       # blocks of the caches kept between a request's forwards, per forward
+    for name, mine in rows.items():
+        fed = 0
+        for k, (i, cached, new) in enumerate(mine):
+            if new < 1 or cached + new != len(prompts[name]) + k:
+                raise ImpossibleLog(f"forward pass {i} fed request {name!r} {new} token(s) on top of {cached} "
+                                    f"cached, but its forward number {k + 1} can feed only its prompt and the {k} "
+                                    f"token(s) before: {len(prompts[name]) + k} in all, one new token a forward")
+            if cached not in (0, fed):
+                raise ImpossibleLog(f"forward pass {i} found {cached} tokens of request {name!r} in its cache, "
+                                    f"which held {fed} (or none, after a preemption)")
+            fed = cached + new
+            if k + 1 < len(mine) and mine[k + 1][1] > 0:           # the next forward finds this cache
+                for j in range(i + 1, mine[k + 1][0]):
+                    held[j] += -(-fed // cfg["block_size"])
+        first, call = mine[0][0], obs["log"][mine[0][0]]
+        start = times[first] - (a + b * sum(row[2] for row in call) + c * sum(row[1] for row in call))
+        if start < arrival[name] - 1e-9:
+            raise ImpossibleLog(f"forward pass {first} started at {start:.4f} s and fed request {name!r}, which "
+                                f"arrives at {arrival[name]} s")
+    for i, call in enumerate(obs["log"]):
+        blocks = held[i] + sum(-(-(cached + new) // cfg["block_size"]) for _, cached, new in call)
+        if blocks > cfg["num_blocks"]:
+            raise ImpossibleLog(f"during forward pass {i} the requests held {blocks} blocks, more than the pool's "
+                                f"{cfg['num_blocks']}")
 
 
 def figures(obs) -> dict:
@@ -117,14 +170,17 @@ def figures(obs) -> dict:
         raise Fail("the probe returned an unexpected observation", got=describe(obs))
     times, abort_at = _clock(obs)
     if any(abs(x - y) > 1e-9 * max(1.0, abs(y)) for x, y in zip(obs["times"], times)):
-        raise Fail("the workload's clock does not match the cost of the forward passes it logged",
-                   hint="Leave the clock and the model you are given as they are: time advances only by "
-                        "the cost of each forward pass.")
+        raise ImpossibleLog("the clock does not match the cost of the forward passes it logged (time advances "
+                            "only by the cost of each forward pass)")
     if obs["unfinished"]:
         raise Fail("has_unfinished() is still True after the workload ended")
     prompts, solo, cfg = workload_prompts(), solo_runs(), WORKLOAD["config"]
     rows = {}
     for i, call in enumerate(obs["log"]):
+        names = [name for name, _, _ in call]
+        if len(set(names)) < len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ImpossibleLog(f"forward pass {i} holds request {twice!r} twice")
         blocks = sum(-(-(cached + new) // cfg["block_size"]) for _, cached, new in call)
         if len(call) > cfg["max_batch"] or blocks > cfg["num_blocks"]:
             raise Fail(f"on the performance workload, forward pass {i} held {len(call)} requests and {blocks} "
@@ -133,6 +189,7 @@ def figures(obs) -> dict:
                                                            "at most max_batch requests, never more blocks than the pool.")
         for name, cached, new in call:
             rows.setdefault(name, []).append((i, cached, new))
+    passes_are_possible(obs, rows, times)
     ttft, tpot, ends = [], [], []
     for at, name, _, _ in WORKLOAD["requests"]:
         r, (want, finish) = obs["requests"][name], solo[name]
@@ -149,13 +206,7 @@ def figures(obs) -> dict:
             raise Fail(f"request {name!r}: tokens or finish reason differ from its solo run",
                        expected={"tokens": want, "finish": finish}, got={"tokens": got, "finish": r["finish"]},
                        hint="Batching may change when a token is computed, never which token.")
-        fed, token_at = 0, {}
-        for i, cached, new in rows.get(name, []):
-            if cached > fed:
-                raise Fail(f"request {name!r}: a forward pass found {cached} tokens in its cache, but only {fed} "
-                           "had been fed to the model", hint="Feed every token through the model you are given.")
-            fed = max(fed, cached + new)
-            token_at.setdefault(cached + new - len(prompts[name]), times[i])
+        token_at = {k: times[i] for k, (i, _, _) in enumerate(rows.get(name, []))}   # row k made token k
         missing = [j for j in range(len(got)) if j not in token_at]
         if missing:
             raise Fail(f"request {name!r}: token {missing[0]} came out of no logged forward pass",
