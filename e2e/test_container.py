@@ -192,6 +192,18 @@ def test_gradescope_grades_in_its_container_as_with_bubblewrap(subs, tmp_path):
     assert not _tier_uids_alive()
 
 
+def test_hostile_scratch_stops_neither_the_batch_nor_the_disk_in_the_container(tmp_path):
+    """autograder/tests/test_scratch.py under the emulation: a filler of the scratch folder (on the
+    machine's disk in this tier) is stopped at the bound, a tree 3,000 folders deep is cleared, and
+    the next student on that worker is graded in full."""
+    r = _docker([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--basetemp={tmp_path / 'pt'}",
+                 "autograder/tests/test_scratch.py"],
+                env={"AUTOGRADER_EXPECT_TIER": "container", "AUTOGRADER_RECORD_KEY_FILE": str(tmp_path / "k")},
+                check=False, timeout=1200)
+    assert r.returncode == 0 and "5 passed" in r.stdout, r.stdout[-6000:] + r.stderr[-2000:]
+    assert not _tier_uids_alive()
+
+
 def test_the_red_team_gains_nothing_in_the_container(tmp_path):
     """The project's adversarial notebooks (read the reference, write outside scratch, native
     .so files, daemons, forged messages, huge output...) and the tier's own probes, under the

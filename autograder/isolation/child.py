@@ -553,6 +553,7 @@ def zygote_main(ctl_fd: int):
         os._exit(3)
     send({"t": "zygote_ready", "pid": os.getpid()})
     pidns = init["pidns"]
+    watch = init.get("scratch_limit")     # [bytes, entries, seconds] where scratch is a folder on disk
     while True:
         msg = recv()
         if msg is None or msg.get("t") == "bye":
@@ -571,9 +572,13 @@ def zygote_main(ctl_fd: int):
             os.close(fd)
         send({"t": "forked", "pid": pid})
         pidfd = os.pidfd_open(pid)
-        status = None
+        status, over = None, None
         while status is None:
-            r, _, _ = select.select([sock, pidfd], [], [])
+            r, _, _ = select.select([sock, pidfd], [], [], watch[2] if watch else None)
+            if watch and over is None:
+                over = scratch_over(ctx["scratch_root"], watch[0], watch[1])
+                if over:
+                    _kill_all(pid, pidns)
             if sock in r:
                 m = recv()
                 if m is None:
@@ -591,9 +596,33 @@ def zygote_main(ctl_fd: int):
         os.close(pidfd)
         _kill_all(pid, pidns)
         _wipe(ctx["scratch_root"], {os.path.realpath(p) for p in ctx["init"]["read_paths"]})
-        send({"t": "exit", "pid": pid, "status": status,
+        send({"t": "exit", "pid": pid, "status": status, "scratch": over,
               "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
               "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None})
+
+
+def scratch_over(root: str, max_bytes: int, max_entries: int) -> str | None:
+    """What the tree under `root` holds ("N MiB in F entries") once it is past `max_bytes`
+    allocated (st_blocks: a preallocated file counts in full) or `max_entries` files, folders and
+    links; None while it is within both. Iterative, links not followed, and it stops counting
+    as soon as it is over, so a tree built to be slow to walk costs one bounded walk."""
+    size, entries, pending = 0, 0, [root]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as it:
+                for e in it:
+                    entries += 1
+                    try:
+                        size += e.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        pass
+                    if e.is_dir(follow_symlinks=False):
+                        pending.append(e.path)
+                    if size > max_bytes or entries > max_entries:
+                        return f"{size / (1 << 20):.0f} MiB in {entries} entries"
+        except OSError:
+            pass
+    return None
 
 
 _CONTAINER: dict = {}     # the container tier (no PID namespace): the child's uid and l2ft_confine
@@ -638,23 +667,85 @@ def _kill_all(pid: int, pidns: bool):
         time.sleep(0.01)
 
 
+def remove_tree(path) -> None:
+    """Delete `path` and everything under it, however deep, and never raise (what cannot be
+    removed stays). No recursion and two open folders at a time: each folder's subfolders are
+    moved up to sit directly under `path` (a rename, the same file system), its other entries
+    unlinked, then it is removed; so a chain of folders thousands deep costs a loop, not a
+    stack (shutil.rmtree raises RecursionError on it, which ignore_errors does not catch). A
+    link is removed, never followed; folders made unreadable are given back their owner's
+    rights where we own them. Run it once no process can still write under `path`."""
+    import secrets
+    import stat as st
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        if not st.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return
+        top = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        pending = [None]                        # None: `path` itself; a name: a folder moved under it
+        while pending:
+            name = pending.pop()
+            try:
+                fd = os.dup(top) if name is None else os.open(name, flags, dir_fd=top)
+            except PermissionError:
+                try:
+                    os.chmod(name, 0o700, dir_fd=top)
+                    fd = os.open(name, flags, dir_fd=top)
+                except OSError:
+                    continue
+            except OSError:
+                continue
+            try:
+                try:
+                    os.fchmod(fd, 0o700)            # our own folder made read-only: writable again
+                except OSError:
+                    pass
+                with os.scandir(fd) as it:
+                    entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                for entry, is_dir in entries:
+                    try:
+                        if not is_dir:
+                            os.unlink(entry, dir_fd=fd)
+                        elif name is None:
+                            pending.append(entry)
+                        else:
+                            moved = f".l2ft-rm-{secrets.token_hex(8)}"
+                            os.rename(entry, moved, src_dir_fd=fd, dst_dir_fd=top)
+                            pending.append(moved)
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            if name is not None:
+                try:
+                    os.rmdir(name, dir_fd=top)
+                except OSError:
+                    pass
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
 def _wipe(folder: str, keep=()):
     """Empty `folder`, except the read-only binds in `keep` that lie inside it (an
     interpreter under /tmp) and the folders that lead to them."""
-    import shutil
     for name in os.listdir(folder):
         p = os.path.join(folder, name)
         if p in keep:
             continue
         if any(k.startswith(p + os.sep) for k in keep):
             _wipe(p, keep)
-        elif os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p, ignore_errors=True)
         else:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
+            remove_tree(p)
 
 
 def _zygote_setup(init: dict) -> dict:

@@ -43,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import seccomp_filter
+from .child import remove_tree
 
 CONFINE = Path(__file__).resolve().parent / "confine.py"
 UID_BLOCK = 256
@@ -340,11 +341,14 @@ class Run:
         kill_uid(uid)
         self.slots.add(slot)
         p = self.dir / f"scratch-{slot}"
-        if p.exists():
-            shutil.rmtree(p, ignore_errors=True)
+        remove_tree(p)                     # the last child's tree, however deep, links not followed
         p.mkdir(mode=0o700)
-        os.chown(p, uid, uid)
-        os.chmod(p, 0o700)
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)   # chown the folder made, never a link
+        try:
+            os.fchown(fd, uid, uid)
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
         return "/" + str(p.relative_to(self.root))
 
     def command(self, argv: list[str]) -> list[str]:
@@ -363,7 +367,7 @@ class Run:
     def close(self) -> None:
         for slot in sorted(self.slots):
             kill_uid(self.uid(slot))
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_tree(self.dir)
         if self._lock is not None:
             self._lock.close()
             self._lock = None

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from ..notebook import Submission, release_cells, release_notebook_path
 from . import container
+from .child import remove_tree
 from . import sandbox as sb
-from .limits import MAX_CONTROL, MAX_MESSAGE, SCRATCH_SIZE, Limits
+from .limits import MAX_CONTROL, MAX_MESSAGE, SCRATCH_FILES, SCRATCH_SIZE, SCRATCH_WATCH, Limits
 from .wire import PROTOCOL, LineReader, TooLarge, encode, mib, send_fds, wait_readable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +158,9 @@ class Runtime:
         init = {"protocol": PROTOCOL, "lab": self.lab, "modules": self.modules,
                 "hidden": [f"course.{h}" for h in self.hidden], "lib": lib, "env": env,
                 "warm_cells": self.warm_cells, "scratch_root": scratch_root, "pidns": not weak,
-                "landlock": self.sandbox.landlock, "read_paths": reads, "deny": deny, "max_message": MAX_MESSAGE}
+                "landlock": self.sandbox.landlock, "read_paths": reads, "deny": deny, "max_message": MAX_MESSAGE,
+                # a scratch folder on disk (weak isolation, the container tier) has no tmpfs to bound it
+                "scratch_limit": [SCRATCH_SIZE, SCRATCH_FILES, SCRATCH_WATCH] if weak or self.jail else None}
         if self.jail:                     # the container tier: no PID namespace; the child's uid and filter
             init.update(self.jail.zygote_extra(slot, self.modules))
         return init
@@ -195,7 +198,7 @@ class Runtime:
         self._zygotes.clear()
         if self.jail:                     # every process of this runtime's uids, and its folder in the tree
             self.jail.close()
-        shutil.rmtree(self.base, ignore_errors=True)
+        remove_tree(self.base)
 
     def __enter__(self):
         return self
@@ -400,6 +403,9 @@ class _ChildProcess:
     def _death_reason(self) -> str:
         e = self.exit or {}
         sig, code = e.get("signal"), e.get("code")
+        if e.get("scratch"):
+            return (f"was stopped: it wrote {e['scratch']} to its scratch folder, past the limit of "
+                    f"{SCRATCH_SIZE >> 20} MiB or {SCRATCH_FILES} entries")
         if sig:
             name = _signal_name(int(sig))
             extra = {"SIGSEGV": " (a crash: often unbounded recursion)", "SIGKILL": " (out of memory, or stopped)",
@@ -498,7 +504,7 @@ class _ChildProcess:
 
     def cleanup(self):
         self.kill()
-        shutil.rmtree(self.ctl, ignore_errors=True)
+        remove_tree(self.ctl)
 
 
 # ====================================================================== results

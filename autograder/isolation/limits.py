@@ -11,6 +11,11 @@ MiB = 1 << 20
 MAX_MESSAGE = 1 * MiB
 MAX_CONTROL = 64 * MiB          # one line from a zygote (trusted: no student code runs in it)
 SCRATCH_SIZE = 256 * MiB        # the child's private tmpfs (its only writable place)
+# Where scratch is a plain folder on the grading machine's disk (the container tier, and weak
+# isolation) no tmpfs bounds it: the zygote measures it every SCRATCH_WATCH seconds while a
+# child runs and stops the child past SCRATCH_SIZE bytes allocated or SCRATCH_FILES entries.
+SCRATCH_FILES = 10_000
+SCRATCH_WATCH = 0.2
 
 
 @dataclass

@@ -15,6 +15,9 @@ before any student code runs (autograder/isolation/confine.py). It denies, with 
     operations bypass seccomp), keyrings, modules, kexec, handles, System V IPC and POSIX
     message queues (they would outlive the child), mknod, personality, quotas, swap...
 
+fallocate answers EOPNOTSUPP: the scratch folder is on the machine's disk, and a preallocation
+takes gigabytes in one call, faster than anyone can watch; the C library's posix_fallocate
+then writes the zeros itself, which RLIMIT_FSIZE and the zygote's scratch watch bound.
 Syscalls of another ABI (i386 `int 0x80`, x32) kill the process. Everything else is allowed:
 the filter narrows what the kernel offers, the uid, the chroot and the rlimits do the rest.
 Numbers are the kernel's for x86_64 and aarch64 (checked against libseccomp by the tests).
@@ -32,7 +35,7 @@ _RET = 0x06               # BPF_RET | BPF_K
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 RET_ALLOW = 0x7FFF0000
-EPERM, ENOSYS = 1, 38
+EPERM, ENOSYS, EOPNOTSUPP = 1, 38, 95
 X32_BIT = 0x40000000
 CLONE_NEW_MASK = 0x7E020000   # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 
@@ -54,7 +57,7 @@ SYSCALLS = {
         "mq_notify": 244, "mq_getsetattr": 245, "mknod": 133, "mknodat": 259, "quotactl": 179, "acct": 163,
         "swapon": 167, "swapoff": 168, "reboot": 169, "sethostname": 170, "setdomainname": 171, "iopl": 172,
         "ioperm": 173, "syslog": 103, "vhangup": 153, "lookup_dcookie": 212, "fanotify_init": 300,
-        "personality": 135, "seccomp": 317,
+        "personality": 135, "seccomp": 317, "fallocate": 285,
     },
     "aarch64": {
         "socket": 198, "socketpair": 199, "connect": 203, "bind": 200, "listen": 201, "accept": 202, "accept4": 242,
@@ -71,7 +74,7 @@ SYSCALLS = {
         "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185, "mknodat": 33, "quotactl": 60,
         "acct": 89, "swapon": 224, "swapoff": 225, "reboot": 142, "sethostname": 161, "setdomainname": 162,
         "syslog": 116, "vhangup": 58, "lookup_dcookie": 18, "fanotify_init": 262, "personality": 92,
-        "seccomp": 277,
+        "seccomp": 277, "fallocate": 47,
     },
 }
 
@@ -118,6 +121,7 @@ def build(arch: str | None = None) -> list[tuple[int, int, int, int]]:
         if name in nrs:
             prog += [(_JEQ, 0, 1, nrs[name]), (_RET, 0, 0, RET_ERRNO | EPERM)]
     prog += [(_JEQ, 0, 1, nrs["clone3"]), (_RET, 0, 0, RET_ERRNO | ENOSYS)]
+    prog += [(_JEQ, 0, 1, nrs["fallocate"]), (_RET, 0, 0, RET_ERRNO | EOPNOTSUPP)]
     prog += [
         (_JEQ, 0, 4, nrs["clone"]),
         (_LD_ABS, 0, 0, 16),                        # low 32 bits of clone's flags (x86_64 and aarch64: args[0])
@@ -134,4 +138,4 @@ def build(arch: str | None = None) -> list[tuple[int, int, int, int]]:
 def denied_numbers(arch: str | None = None) -> dict[str, int]:
     """name -> number of every syscall the filter refuses on `arch` (for tests and the README)."""
     nrs = SYSCALLS[arch or machine()]
-    return {n: nrs[n] for n in DENIED + ("clone3",) if n in nrs}
+    return {n: nrs[n] for n in DENIED + ("clone3", "fallocate") if n in nrs}
