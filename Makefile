@@ -75,11 +75,13 @@ e2e: $(STAMP) $(HUB_STAMP)  ## end to end: real nbgrader over every lab and edit
 release: $(STAMP)  ## regenerate labs/ (student release) from solutions/ with nbgrader
 	$(PY) -m autograder.release $(LABS)
 
-fixtures: $(STAMP)  ## rewrite datasets/fixtures/ from the generator
+fixtures: $(STAMP)  ## rewrite datasets/fixtures/ from the generator (and the graders' digests of them)
 	$(PY) datasets/generators/make_fixtures.py
+	$(PY) -m autograder.kept
 
 model: $(STAMP)  ## retrain the tiny model into datasets/tiny-model (about 8 minutes on 2 cores)
 	$(PY) datasets/tiny_model_train.py
+	$(PY) -m autograder.memo
 
 serve: $(STAMP)  ## serve the lab07 engine over an OpenAI-compatible API on 127.0.0.1 (PORT=8000)
 	$(PY) -m course.serve --port $(or $(PORT),8000)

@@ -275,6 +275,8 @@ def grade_batch(entries: list[Entry], lab: str, out: Path, *, workers: int | Non
     student's feedback in that language instead, rewriting it from the record for students
     who are up to date (no regrading). The record and the points are the same either way."""
     t0 = time.monotonic()
+    from . import kept
+    kept.verify(lab=lab)                 # the expected values and inputs are the committed ones, or nobody is graded
     box = Sandbox.detect(sandbox)        # the one decision (isolation.sandbox.choose_tier), once per batch
     print(box.line(), file=sys.stderr)
     box.require(allow_weak)

@@ -91,6 +91,7 @@ def cmd_grade(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from .isolation import Sandbox, WeakIsolation
+    from .kept import KeptFileChanged
     box = Sandbox.detect(args.sandbox)
     if box.weak:
         print(f"warning: no OS sandbox: {box.reason}", file=sys.stderr)
@@ -99,7 +100,7 @@ def cmd_grade(args) -> int:
                               limits=_limits(args), sandbox=args.sandbox, progress=not args.quiet,
                               hidden_visibility=args.hidden_visibility, allow_weak=args.allow_weak_isolation,
                               lang=args.lang, resume=args.resume)
-    except WeakIsolation as e:
+    except (WeakIsolation, KeptFileChanged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(summary.line())

@@ -30,7 +30,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from . import reports
+from . import kept, reports
 from .isolation.sandbox import lab_modules  # noqa: F401  (also used by callers of gradescope.lab_modules)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +73,9 @@ def bundle_files(lab: str, root: Path | None = None) -> dict[str, Path]:
         for lab_dir in sorted(ag / sub / name for name in wanted if (ag / sub / name).is_dir()):
             for p in sorted(lab_dir.glob("*.py")):   # a lab's package of pytest graders
                 add(p)
+    for rel in ["autograder/graders/kept_files.json", *kept.files(root, lab)]:   # digests, kept values (kept.py)
+        if (root / rel).is_file() and rel.startswith("autograder/"):
+            add(root / rel)
     for p in sorted((root / "course").rglob("*")):
         if p.is_file() and "nbgrader" not in p.relative_to(root / "course").parts:
             add(p)
