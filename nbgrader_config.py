@@ -31,3 +31,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # A cell that runs away is stopped, and grading goes on with the next one.
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
+
+# Submitted notebooks run in a kernel inside bubblewrap: they cannot read or write the course
+# folder, the grades or the graders (autograder/sandboxed_kernel.py says what the kernel sees).
+from autograder.sandboxed_kernel import configure  # noqa: E402
+
+configure(c)

@@ -42,6 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 COURSE_ID = "logit-to-first-token"
 ROLES = ("student", "instructor")
+INBOUND_MODE = 0o3773      # setgid, sticky; rwx for root and the instructors, wx for students
 # A portable Unix user name (useradd's default NAME_REGEX, without the trailing $).
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 
@@ -63,6 +64,12 @@ c.CourseDirectory.db_url = {db_url!r}
 c.CourseDirectory.groupshared = True   # files nbgrader writes stay writable by every instructor
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__"]
 c.Exchange.root = {exchange!r}
+
+# Submitted notebooks run in a kernel inside bubblewrap, away from this folder, the grades and
+# the graders (autograder/sandboxed_kernel.py)
+from autograder.sandboxed_kernel import configure  # noqa: E402
+
+configure(c)
 
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
@@ -289,6 +296,15 @@ def apply(roster: Roster, place: Place, *, home_base: str | None = None, dry_run
                                                 or shared.stat().st_gid != gid)):
         act(f"{shared}: group {place.group}, mode 2775", lambda: shared.mkdir(parents=True, exist_ok=True),
             lambda: os.chown(shared, 0, gid), lambda: os.chmod(shared, 0o2775))
+    # The inbound folder as nbgrader makes it (students may enter and write, not list), plus the
+    # sticky bit: a submission can be renamed or deleted only by the student who made it (nbgrader
+    # leaves an existing folder's mode alone).
+    inbound = shared / "inbound"
+    if not inbound.is_dir() or (not dry_run and ((inbound.stat().st_mode & 0o7777) != INBOUND_MODE
+                                                 or inbound.stat().st_gid != gid)):
+        act(f"{inbound}: group {place.group}, mode {INBOUND_MODE:o} (sticky)",
+            lambda: inbound.mkdir(parents=True, exist_ok=True),
+            lambda: os.chown(inbound, 0, gid), lambda: os.chmod(inbound, INBOUND_MODE))
 
     if roster.students:
         added = [] if dry_run else _gradebook_students(roster, place, gid)
@@ -316,6 +332,17 @@ def _gradebook_students(roster: Roster, place: Place, gid: int) -> list[str]:
     return changed
 
 
+def close_roster(path: Path, *, dry_run: bool = False) -> list[str]:
+    """The roster holds every student's name and email: readable by root alone (the hub reads it
+    as root). One line when its mode changes."""
+    if (path.stat().st_mode & 0o077) == 0 and path.stat().st_uid == 0:
+        return []
+    if not dry_run:
+        os.chown(path, 0, 0)
+        os.chmod(path, 0o600)
+    return [f"{path}: root only (mode 600): it holds every student's name and email"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Check a class roster, or make the users, groups and folders the hub needs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -338,6 +365,7 @@ def main(argv=None) -> int:
             return 0
         place = Place.from_env()
         changes = apply(roster, place, home_base=ns.home_base, dry_run=ns.dry_run)
+        changes += close_roster(Path(ns.roster), dry_run=ns.dry_run)
     except (ValueError, PermissionError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -117,10 +117,13 @@ def interpreter_paths() -> list[str]:
     return [p for p in paths if not any(o != p and p.startswith(o + os.sep) for o in paths)]
 
 
-def bwrap_command(bwrap: str, stage: Path, scratch_size: int) -> list[str]:
-    """bwrap and its arguments: the sandbox a worker's zygote (and every child it forks) runs in."""
-    cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-           "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+def system_view(bwrap: str, scratch_size: int, *, network: bool = False) -> list[str]:
+    """bwrap and the arguments every sandbox of the course starts with: new namespaces (the
+    network's too unless `network`), no capabilities, dies with its parent; /usr, the system's
+    library folders, the few /etc files the linker and libraries read and the interpreter with
+    its packages, read-only; a `scratch_size` tmpfs at /tmp."""
+    cmd = [bwrap, "--unshare-all", *(["--share-net"] if network else []), "--unshare-user", "--disable-userns",
+           "--die-with-parent", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
            "--ro-bind", "/usr", "/usr",
            # the scratch tmpfs first: an interpreter that lives under /tmp (a checkout there)
            # is bound on top of it below, instead of being hidden by it
@@ -135,8 +138,13 @@ def bwrap_command(bwrap: str, stage: Path, scratch_size: int) -> list[str]:
             cmd += ["--ro-bind", f, f]
     for p in interpreter_paths():
         cmd += ["--ro-bind", p, p]
-    cmd += ["--ro-bind", str(stage), INSIDE, "--dev", "/dev", "--proc", "/proc", "--chdir", "/tmp"]
     return cmd
+
+
+def bwrap_command(bwrap: str, stage: Path, scratch_size: int) -> list[str]:
+    """bwrap and its arguments: the sandbox a worker's zygote (and every child it forks) runs in."""
+    return system_view(bwrap, scratch_size) + ["--ro-bind", str(stage), INSIDE, "--dev", "/dev", "--proc", "/proc",
+                                               "--chdir", "/tmp"]
 
 
 @lru_cache(maxsize=4)
