@@ -141,6 +141,11 @@ def run(path: str, args: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print("usage: mutation_fork.py serve SOCKET [MODULE ...] | run SOCKET -- PYTEST_ARGS...\n\n"
+              "mutmut's test runner for `python -m autograder.mutation` (not run by hand): serve imports torch and "
+              "pytest once and forks a pytest per request on SOCKET; run sends one and exits with its status.")
+        sys.exit(0)
     if len(sys.argv) >= 3 and sys.argv[1] == "serve":
         serve(sys.argv[2], tuple(sys.argv[3:]) or PRELOAD)
     elif len(sys.argv) >= 4 and sys.argv[1] == "run" and sys.argv[3] == "--":

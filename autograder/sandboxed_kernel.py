@@ -102,6 +102,11 @@ def environment() -> dict:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: python -m autograder.sandboxed_kernel -f CONNECTION_FILE [ipykernel arguments...]\n\n"
+              "nbgrader's autograde kernel inside bubblewrap (started by jupyter_client from the kernel spec "
+              f"{KERNEL_NAME}, not by hand). Here: {unavailable() or 'bubblewrap starts'}.")
+        return 0
     if len(argv) < 2 or argv[0] != "-f":
         print("usage: python -m autograder.sandboxed_kernel -f CONNECTION_FILE [ipykernel arguments...]",
               file=sys.stderr)

@@ -331,7 +331,7 @@ def main() -> None:
     ap.add_argument("--lengths", choices=["same", "mixed"], default="same",
                     help="same: every request makes --max-tokens tokens, so a wave of C requests starts "
                          "and ends together; mixed: request i makes max-tokens x "
-                         + "/".join(f"{f:g}" for f in MIX) + "[i % 7], so requests end one or two at a time")
+                         + "/".join(f"{f:g}" for f in MIX) + "[i %% 7], so requests end one or two at a time")
     ap.add_argument("--rounds", type=int, default=5,
                     help="rounds; each HTTP path runs once per round, the direct path before and after each")
     ap.add_argument("--max-batch", type=int, default=16)

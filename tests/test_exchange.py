@@ -62,13 +62,18 @@ def _collect(course: Path, exchange: Path, gradebook: Path, **kw):
     return course / "submitted"
 
 
-def test_collect_believes_no_name_time_or_link_a_student_wrote(tmp_path, gradebook):
+@pytest.fixture
+def folders(tmp_path) -> tuple[Path, Path, Path]:
+    """(exchange, course, inbound), empty."""
     exchange, course = tmp_path / "exchange", tmp_path / "course"
     inbound = exchange / "c" / "inbound"
     inbound.mkdir(parents=True)
     course.mkdir()
-    secret = tmp_path / "classmate.ipynb"
-    secret.write_text("a classmate's notebook")
+    return exchange, course, inbound
+
+
+def test_collect_believes_no_name_time_or_link_a_student_wrote(folders, gradebook):
+    exchange, course, inbound = folders
     # nobody submits late but writes an early time in the name and in timestamp.txt
     _submit(inbound, "nobody", "nobody", "2025-12-31 23:00:00.000000 UTC",
             {"lab01.ipynb": "mine", "timestamp.txt": "2025-12-31 23:00:00.000000 UTC"})
@@ -87,11 +92,8 @@ def test_collect_believes_no_name_time_or_link_a_student_wrote(tmp_path, gradebo
     assert abs(when.replace(tzinfo=datetime.timezone.utc).timestamp() - started) < 120
 
 
-def test_a_submission_holding_a_link_is_not_collected(tmp_path, gradebook):
-    exchange, course = tmp_path / "exchange", tmp_path / "course"
-    inbound = exchange / "c" / "inbound"
-    inbound.mkdir(parents=True)
-    course.mkdir()
+def test_a_submission_holding_a_link_is_not_collected(folders, gradebook, tmp_path):
+    exchange, course, inbound = folders
     secret = tmp_path / "classmate.ipynb"
     secret.write_text("a classmate's notebook")
     _submit(inbound, "daemon", "daemon", "2026-12-01 10:00:00.000000 UTC",

@@ -989,4 +989,8 @@ def _child_setup(ctx, init, send):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or not sys.argv[1].isdigit():
+        print("usage: l2ft_child.py CTL_FD\n\nThe grading sandbox's zygote, started by the grader inside the "
+              "sandbox with its control socket's descriptor (not run by hand).")
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     zygote_main(int(sys.argv[1]))

@@ -197,7 +197,15 @@ def probe(uid: int, prog) -> str:
         code, f"the probe died ({st})")
 
 
+USAGE = "usage: confine.py enter ROOT -- ARGV | probe UID FILTER | killuid UID"
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE + "\n\nThe container tier's confinement (run by the grader, not by hand): enter chroots into the "
+              "tree and runs ARGV; probe reports whether a child could confine itself as UID; killuid signals "
+              "every process of UID.")
+        return 0
     if argv[:1] == ["enter"] and "--" in argv:
         i = argv.index("--")
         enter(argv[1], argv[i + 1:])
@@ -208,7 +216,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["killuid"]:         # from outside the tree: the caller checks /proc and retries
         signal_uid(int(argv[1]))
         return 0
-    print("usage: confine.py enter ROOT -- ARGV | probe UID FILTER | killuid UID", file=sys.stderr)
+    print(USAGE, file=sys.stderr)
     return 2
 
 

@@ -375,6 +375,11 @@ class Run:
 
 def main(argv: list[str]) -> int:
     """python -m autograder.isolation build   (setup.sh: the tree, made at image build time)"""
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: python -m autograder.isolation build\n\nBuild the container tier's tree for this "
+              "interpreter (the Gradescope bundle's setup.sh runs it at image build time) and say whether "
+              "the tier can run here.")
+        return 0
     if argv[:1] == ["build"]:
         print(system_root())
         why = unavailable()
