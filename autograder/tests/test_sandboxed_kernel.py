@@ -33,7 +33,7 @@ def attempt(what, fn):
 attempt("rewrite_expected", lambda: open(ROOT + "/autograder/graders/lab04/_expected.pt", "ab").write(b"x"))
 attempt("plant_journal", lambda: open(ROOT + "/course/nbgrader/.batch.json", "w").write("{}"))
 attempt("read_solution", lambda: open(ROOT + "/solutions/lab01/lab01.ipynb").read())
-attempt("read_home", lambda: os.listdir(os.path.expanduser("~instructor_home_marker")))
+attempt("read_home", lambda: open(HOME_MARKER).read())
 out["nbgrader_folder"] = os.listdir(ROOT + "/course/nbgrader") if os.path.isdir(ROOT + "/course/nbgrader") else None
 import autograder.kernel, course.fixtures                      # what hidden test cells need still imports
 out["imports"] = True
@@ -80,13 +80,15 @@ def test_an_autograde_kernel_reaches_neither_the_course_nor_the_grades_nor_outli
     (ROOT / "course" / "nbgrader").mkdir(parents=True, exist_ok=True)
     before = _sleepers()
     expected = (ROOT / "autograder/graders/lab04/_expected.pt").read_bytes()
+    marker = Path.home() / f".l2ft-kernel-test-{os.getpid()}"      # what the instructor's home holds
+    marker.write_text("the instructor's")
     km = KernelManager(kernel_name=c.Execute.kernel_name)
     km.start_kernel(cwd=str(tmp_path))
     kc = km.client()
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=120)
-        text, errors = _run(km, kc, f"ROOT = {str(ROOT)!r}\n" + ATTACK)
+        text, errors = _run(km, kc, f"ROOT = {str(ROOT)!r}\nHOME_MARKER = {str(marker)!r}\n" + ATTACK)
         assert not errors, (errors, text)
         seen = json.loads(text.split("ATTACK", 1)[1])
         # an endless cell is stopped by nbgrader's interrupt (a message: a signal would reach bubblewrap)
@@ -105,6 +107,8 @@ def test_an_autograde_kernel_reaches_neither_the_course_nor_the_grades_nor_outli
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
+        marker.unlink()
+    assert seen["read_home"] == "FileNotFoundError"
     assert seen["imports"] is True and seen["cwd"] == "/tmp" and seen["secret"] is None
     assert seen["rewrite_expected"] == "OSError" or seen["rewrite_expected"].endswith("Error")
     assert seen["rewrite_expected"] != "done" and seen["plant_journal"] != "done"
