@@ -194,7 +194,7 @@ def test_gradescope_grades_in_its_container_as_with_bubblewrap(subs, tmp_path):
 
 def test_hostile_scratch_stops_neither_the_batch_nor_the_disk_in_the_container(tmp_path):
     """autograder/tests/test_scratch.py under the emulation: a filler of the scratch folder (on the
-    machine's disk in this tier) is stopped at the bound, a tree 3,000 folders deep is cleared, and
+    machine's disk in this tier) is stopped at the bound, a tree 1,500 folders deep is cleared, and
     the next student on that worker is graded in full."""
     r = _docker([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--basetemp={tmp_path / 'pt'}",
                  "autograder/tests/test_scratch.py"],

@@ -108,9 +108,13 @@ def greedy_token(logits):
 
 DEEP = '''
 import os
-for _ in range(3000):
-    os.mkdir("d")
-    os.chdir("d")
+here = os.getcwd()
+os.mkdir(here + "/chain")
+for _ in range(1500):                 # past Python's recursion limit, so shutil.rmtree cannot clear it
+    os.mkdir(here + "/t")             # each step at the top: the chain grows one level below "t"
+    os.rename(here + "/chain", here + "/t/d")
+    os.rename(here + "/t", here + "/chain")
+print("depth", 1501)
 
 
 def greedy_token(logits):
