@@ -71,17 +71,27 @@ def _shaped(obs) -> bool:
                for r in obs["requests"].values())
 
 
+def _cost(call) -> float:
+    """Seconds one logged forward costs on the cost model (SimulatedCost's arithmetic)."""
+    a, b, c = WORKLOAD["cost"]
+    return a + b * sum(r[2] for r in call) + c * sum(r[1] for r in call)
+
+
+def _blocks(call) -> int:
+    """Blocks the rows of one logged forward hold once it has run (every row's cached + new tokens)."""
+    return sum(-(-(cached + new) // WORKLOAD["config"]["block_size"]) for _, cached, new in call)
+
+
 def _clock(obs) -> tuple[list[float], dict]:
     """The time after each forward and the time of each abort, replayed from the log through
     the cost model (the same arithmetic as SimulatedCost and FakeClock)."""
-    a, b, c = WORKLOAD["cost"]
     events = sorted(enumerate(obs["events"]), key=lambda e: (e[1][1], e[0]))
     t, times, aborts, k = 0.0, [], {}, 0
     for i, call in enumerate(obs["log"]):
         while k < len(events) and events[k][1][1] <= i:
             t = _event(events[k][1], t, aborts)
             k += 1
-        t += a + b * sum(r[2] for r in call) + c * sum(r[1] for r in call)
+        t += _cost(call)
         times.append(t)
     for _, e in events[k:]:
         t = _event(e, t, aborts)
@@ -124,7 +134,6 @@ def passes_are_possible(obs, rows: dict, times: list[float]) -> None:
     forward starts no earlier than its arrival; and the blocks the requests hold between their
     forwards (a request keeps its cache until its next forward finds it, lost or kept) never
     exceed the pool."""
-    a, b, c = WORKLOAD["cost"]
     prompts, cfg = workload_prompts(), WORKLOAD["config"]
     arrival = {name: at for at, name, _, _ in WORKLOAD["requests"]}
     unknown = sorted(set(rows) - set(arrival))
@@ -146,13 +155,13 @@ def passes_are_possible(obs, rows: dict, times: list[float]) -> None:
             if k + 1 < len(mine) and mine[k + 1][1] > 0:           # the next forward finds this cache
                 for j in range(i + 1, mine[k + 1][0]):
                     held[j] += -(-fed // cfg["block_size"])
-        first, call = mine[0][0], obs["log"][mine[0][0]]
-        start = times[first] - (a + b * sum(row[2] for row in call) + c * sum(row[1] for row in call))
+        first = mine[0][0]
+        start = times[first] - _cost(obs["log"][first])
         if start < arrival[name] - 1e-9:
             raise ImpossibleLog(f"forward pass {first} started at {start:.4f} s and fed request {name!r}, which "
                                 f"arrives at {arrival[name]} s")
     for i, call in enumerate(obs["log"]):
-        blocks = held[i] + sum(-(-(cached + new) // cfg["block_size"]) for _, cached, new in call)
+        blocks = held[i] + _blocks(call)
         if blocks > cfg["num_blocks"]:
             raise ImpossibleLog(f"during forward pass {i} the requests held {blocks} blocks, more than the pool's "
                                 f"{cfg['num_blocks']}")
@@ -174,14 +183,14 @@ def figures(obs) -> dict:
                             "only by the cost of each forward pass)")
     if obs["unfinished"]:
         raise Fail("has_unfinished() is still True after the workload ended")
-    prompts, solo, cfg = workload_prompts(), solo_runs(), WORKLOAD["config"]
+    solo, cfg = solo_runs(), WORKLOAD["config"]
     rows = {}
     for i, call in enumerate(obs["log"]):
         names = [name for name, _, _ in call]
         if len(set(names)) < len(names):
             twice = next(n for n in names if names.count(n) > 1)
             raise ImpossibleLog(f"forward pass {i} holds request {twice!r} twice")
-        blocks = sum(-(-(cached + new) // cfg["block_size"]) for _, cached, new in call)
+        blocks = _blocks(call)
         if len(call) > cfg["max_batch"] or blocks > cfg["num_blocks"]:
             raise Fail(f"on the performance workload, forward pass {i} held {len(call)} requests and {blocks} "
                        f"blocks of tokens, more than max_batch={cfg['max_batch']} or the pool's "
