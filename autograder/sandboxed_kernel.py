@@ -5,9 +5,12 @@ instructor's rights to the course, the grades or the graders.
 that kernel is a process of whoever runs nbgrader, and a notebook's code could (and did, in the
 course's attack tests) rewrite a grader's kept values, read a running batch's key from its output
 folder, or leave a daemon that rewrote its own record after grading. The course's
-nbgrader_config.py (and the hub's, `hub/roster.py config`) call `configure(c)`, which points
-nbgrader's Execute preprocessor at the kernel spec autograder/kernels/l2ft-autograde. Its command
-is this module, which replaces itself with bubblewrap around ipykernel:
+nbgrader_config.py (and the hub's, `hub/roster.py config`) call `configure(c)`, which puts
+`SandboxedExecute` in the place of nbgrader's Execute preprocessor in autograde (validate, which a
+student runs on their own notebook, keeps the usual kernel). Its kernel manager starts the kernel
+spec autograder/kernels/l2ft-autograde, read from that folder directly (nothing is installed, and
+no launcher lists it), whose command is this module, which replaces itself with bubblewrap
+around ipykernel:
 
     new user, PID, IPC, UTS and mount namespaces; no capabilities; it dies with nbgrader, and
         every process the notebook started dies with it (the PID namespace ends)
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from .isolation import sandbox as sb
@@ -38,7 +42,7 @@ from .isolation.limits import SCRATCH_SIZE
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_NAME = "l2ft-autograde"
-KERNELS = Path(__file__).resolve().parent / "kernels"      # JUPYTER_PATH entries hold kernels/<name>/
+KERNELS = Path(__file__).resolve().parent / "kernels"      # kernels/<name>/kernel.json, read directly
 VISIBLE = ("course", "autograder", "datasets")               # the repository folders the kernel sees
 HIDDEN = ("course/nbgrader",)                                # ... less these (nbgrader's output, if kept there)
 
@@ -52,10 +56,9 @@ def unavailable() -> str:
 
 
 def configure(c) -> str:
-    """Make nbgrader's autograde use the sandboxed kernel (the spec's folder on JUPYTER_PATH, and
-    Execute.kernel_name), when it can start here; return the line that says which kernel it is.
-    AUTOGRADER_AUTOGRADE_KERNEL=plain keeps nbgrader's usual kernel (for a machine where you
-    trust every notebook)."""
+    """Make nbgrader's autograde execute notebooks with SandboxedExecute, when the sandbox can start
+    here; return the line that says which kernel it is. AUTOGRADER_AUTOGRADE_KERNEL=plain keeps
+    nbgrader's usual kernel (for a machine where you trust every notebook)."""
     if os.environ.get("AUTOGRADER_AUTOGRADE_KERNEL", "").lower() == "plain":
         return "autograde kernel: plain (AUTOGRADER_AUTOGRADE_KERNEL=plain): notebooks run with your rights"
     why = unavailable()
@@ -64,11 +67,48 @@ def configure(c) -> str:
                 "`python -m autograder grade` and fill the gradebook with `gradebook-sync --create` instead")
         print(line, file=sys.stderr)
         return line
-    paths = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]
-    if str(KERNELS.parent) not in paths:
-        os.environ["JUPYTER_PATH"] = os.pathsep.join([str(KERNELS.parent), *paths])
-    c.Execute.kernel_name = KERNEL_NAME
+    from nbgrader.converters.autograde import Autograde
+    from nbgrader.preprocessors import Execute
+    steps = c.Autograde.autograde_preprocessors if "autograde_preprocessors" in c.Autograde else \
+        Autograde.class_traits()["autograde_preprocessors"].default()
+    sandboxed = _classes()[1]
+    c.Autograde.autograde_preprocessors = [sandboxed if step is Execute else step for step in steps]
     return f"autograde kernel: {KERNEL_NAME} (bubblewrap; the course, grades and graders out of reach)"
+
+
+@lru_cache(maxsize=1)
+def _classes():
+    """SandboxedKernelManager and SandboxedExecute, made once, on first use (nbgrader and
+    jupyter_client are imported only by a process that grades)."""
+    from jupyter_client.kernelspec import KernelSpec
+    from jupyter_client.manager import AsyncKernelManager
+    from nbgrader.preprocessors import Execute
+
+    class SandboxedKernelManager(AsyncKernelManager):
+        """A kernel manager that starts the sandboxed spec whatever kernel the notebook names."""
+
+        @property
+        def kernel_spec(self):
+            if self._kernel_spec is None:
+                self._kernel_spec = KernelSpec.from_resource_dir(str(KERNELS / KERNEL_NAME))
+            return self._kernel_spec
+
+    class SandboxedExecute(Execute):
+        """nbgrader's Execute, its kernels started by SandboxedKernelManager."""
+
+        def __init__(self, *args, **kwargs):
+            kwargs["kernel_manager_class"] = SandboxedKernelManager
+            super().__init__(*args, **kwargs)
+
+    return SandboxedKernelManager, SandboxedExecute
+
+
+def __getattr__(name):            # SandboxedExecute / SandboxedKernelManager, built when first asked for
+    if name in ("SandboxedKernelManager", "SandboxedExecute"):
+        manager, execute = _classes()
+        globals().update(SandboxedKernelManager=manager, SandboxedExecute=execute)
+        return globals()[name]
+    raise AttributeError(name)
 
 
 def command(connection_file: str, rest: list[str]) -> list[str]:

@@ -3,9 +3,10 @@ a notebook made when it ran with the instructor's rights now reach nothing.
 
 Each attack is code a submitted notebook runs under `nbgrader autograde`: rewrite a grader's
 kept values, read or plant files in nbgrader's output folder (a batch's journal, records),
-read the solutions, read the instructor's environment, leave a daemon behind. The kernel is
-started the way nbgrader's Execute starts it (jupyter_client, the kernel spec that
-`configure` selects), and what the code saw comes back as its printed output."""
+read the solutions, read a file in the instructor's home or environment, leave a daemon
+behind. The kernel is started by the kernel manager `configure` gives nbgrader's autograde
+(SandboxedExecute's), for a notebook that names the usual `python3` kernel, and what the code
+saw comes back as its printed output."""
 from __future__ import annotations
 
 import json
@@ -73,16 +74,21 @@ def _sleepers() -> set[int]:
 
 @pytest.mark.slow
 def test_an_autograde_kernel_reaches_neither_the_course_nor_the_grades_nor_outlives_grading(monkeypatch, tmp_path):
-    from jupyter_client.manager import KernelManager
     c = traitlets.config.Config()
-    assert "l2ft-autograde" in sandboxed_kernel.configure(c) and c.Execute.kernel_name == "l2ft-autograde"
+    assert "l2ft-autograde" in sandboxed_kernel.configure(c)
+    execute = c.Autograde.autograde_preprocessors[0]
+    assert execute is sandboxed_kernel.SandboxedExecute
     monkeypatch.setenv("L2FT_INSTRUCTOR_SECRET", "s3cret")
     (ROOT / "course" / "nbgrader").mkdir(parents=True, exist_ok=True)
     before = _sleepers()
     expected = (ROOT / "autograder/graders/lab04/_expected.pt").read_bytes()
     marker = Path.home() / f".l2ft-kernel-test-{os.getpid()}"      # what the instructor's home holds
     marker.write_text("the instructor's")
-    km = KernelManager(kernel_name=c.Execute.kernel_name)
+    from jupyter_client.manager import KernelManager
+
+    class SyncSandboxed(KernelManager):      # the same spec as nbgrader's (async) manager, driven step by step
+        kernel_spec = sandboxed_kernel.SandboxedKernelManager.kernel_spec
+    km = SyncSandboxed(kernel_name="python3")
     km.start_kernel(cwd=str(tmp_path))
     kc = km.client()
     kc.start_channels()
@@ -123,11 +129,18 @@ def test_an_autograde_kernel_reaches_neither_the_course_nor_the_grades_nor_outli
     assert not (_sleepers() - before), "a process the notebook started outlived the kernel"
 
 
-def test_the_course_configs_select_the_sandboxed_kernel():
-    """The repository's nbgrader_config.py and the hub's (hub/roster.py) both call configure(c)."""
+def test_the_course_configs_select_the_sandboxed_kernel_for_autograde_only():
+    """The repository's nbgrader_config.py and the hub's (hub/roster.py) both call configure(c):
+    autograde's Execute step becomes SandboxedExecute, the rest of its steps stay, and nothing
+    else changes (validate, the launcher's kernels)."""
+    from nbgrader.converters.autograde import Autograde
     from traitlets.config.loader import PyFileConfigLoader
+    before = os.environ.get("JUPYTER_PATH")
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    assert cfg.Execute.kernel_name == "l2ft-autograde"
+    steps = cfg.Autograde.autograde_preprocessors
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
+    assert steps[0] is sandboxed_kernel.SandboxedExecute and steps[1:] == default[1:]
+    assert "kernel_name" not in cfg.Execute and os.environ.get("JUPYTER_PATH") == before
     assert "configure(c)" in (ROOT / "hub" / "roster.py").read_text(encoding="utf-8")
     spec = json.loads((sandboxed_kernel.KERNELS / "l2ft-autograde" / "kernel.json").read_text())
     assert spec["interrupt_mode"] == "message" and spec["argv"][:3] == ["python", "-m", "autograder.sandboxed_kernel"]
@@ -136,6 +149,6 @@ def test_the_course_configs_select_the_sandboxed_kernel():
 def test_plain_kernel_on_request_and_a_clear_usage_line(monkeypatch, capsys):
     monkeypatch.setenv("AUTOGRADER_AUTOGRADE_KERNEL", "plain")
     c = traitlets.config.Config()
-    assert "plain" in sandboxed_kernel.configure(c) and "kernel_name" not in c.Execute
+    assert "plain" in sandboxed_kernel.configure(c) and "Autograde" not in c
     assert sandboxed_kernel.main([]) == 2 and "usage:" in capsys.readouterr().err
     assert os.environ.get("AUTOGRADER_AUTOGRADE_KERNEL") == "plain"
