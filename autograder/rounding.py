@@ -140,20 +140,28 @@ def batched_rows() -> dict:
 FORMULA_TOLERANCES = {"softmax": (1e-6, 1e-5), "log_softmax": (1e-5, 1e-5), "entropy": (1e-5, 1e-5)}
 
 
+def logit_fixtures() -> dict:
+    """{name: (steps, V) float32 logits} of every logit fixture (the course's other fixtures,
+    allocator operations and traces, have another schema and are left out)."""
+    import json
+
+    from course import fixtures
+    out = {}
+    for name in fixtures.available():
+        raw = json.loads((fixtures.FIXTURES_DIR / f"{name}.json").read_text(encoding="utf-8"))
+        if raw.get("schema_version") == fixtures.SCHEMA_VERSION:
+            out[name] = fixtures.load(name).logits()
+    return out
+
+
 def _rows():
     """Every finite-or-masked logits row of the course's fixtures, and each shifted by +1000 and
     scaled by 1000 (lab01's stability probes), as float32 (V,) tensors."""
-    import json
-
     import torch
 
-    from course import fixtures
     rows = []
-    for name in fixtures.available():
-        raw = json.loads((fixtures.FIXTURES_DIR / f"{name}.json").read_text(encoding="utf-8"))
-        if raw.get("schema_version") != fixtures.SCHEMA_VERSION:
-            continue
-        for row in fixtures.load(name).logits():
+    for logits in logit_fixtures().values():
+        for row in logits:
             if torch.isnan(row).any() or torch.isposinf(row).any():
                 continue                     # the error and +inf cases have exact answers, no rounding
             rows += [row, row + 1000, row * 1000]

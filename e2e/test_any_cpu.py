@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from autograder import rounding
+from autograder.isolation.driver import KERNEL_ENV
 from autograder.tests.submissions import solution
 
 ROOT = Path(__file__).resolve().parents[1]
-KNOBS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
 SETTINGS = [{"ATEN_CPU_CAPABILITY": cap} for cap in rounding.capabilities()] + \
            [{"MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}, {"MKL_CBWR": "COMPATIBLE"}]
 
@@ -30,7 +30,7 @@ def test_the_solution_gets_full_marks_on_every_cpu_kernel_set(lab, setting, tmp_
     subs = tmp_path / "subs"
     subs.mkdir()
     shutil.copy(solution(lab), subs / "solution.ipynb")
-    env = {k: v for k, v in os.environ.items() if k not in KNOBS} | setting
+    env = {k: v for k, v in os.environ.items() if k not in KERNEL_ENV} | setting
     p = subprocess.run([sys.executable, "-m", "autograder", "grade", str(subs), "--lab", lab,
                         "--out", str(tmp_path / "out"), "--workers", "1", "--quiet"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

@@ -36,8 +36,8 @@ def settings() -> list[tuple[dict, int]]:
 
 
 def _measure(env: dict, threads: int) -> tuple[int, dict | str]:
-    clean = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
-                                                              "MKL_CBWR", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    from autograder.isolation.driver import KERNEL_ENV
+    clean = {k: v for k, v in os.environ.items() if k not in (*KERNEL_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     p = subprocess.run([sys.executable, "-m", "autograder.rounding", "--threads", str(threads)], cwd=ROOT,
                        env={**clean, **env}, capture_output=True, text=True, timeout=300)
     try:
